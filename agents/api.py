@@ -1,0 +1,102 @@
+"""REST for agents and providers: site configuration, readable by all, writable by staff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from rest_framework import generics
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentsite.errors import ApiError
+from agentsite.permissions import IsStaffOrReadOnly
+from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
+from agents.serializers import ActiveModelSerializer, AgentSerializer, ProviderSerializer
+
+
+class AgentListApi(generics.ListCreateAPIView):
+    queryset = Agent.objects.all()
+    serializer_class = AgentSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    pagination_class = None
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = self.get_serializer(self.get_queryset(), many=True).data
+        return Response({"results": data, "next": None})
+
+
+class AgentDetailApi(generics.RetrieveUpdateDestroyAPIView):
+    queryset = Agent.objects.all()
+    serializer_class = AgentSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    lookup_field = "name"
+    http_method_names = ["get", "patch", "delete", "head", "options"]
+
+    def perform_destroy(self, instance: Agent) -> None:
+        if instance.name == DEFAULT_AGENT:
+            raise ApiError(409, "protected", "The default agent always exists and cannot be deleted.")
+        instance.delete()
+
+
+class ProviderListApi(generics.ListCreateAPIView):
+    queryset = Provider.objects.all()
+    serializer_class = ProviderSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    pagination_class = None
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = self.get_serializer(self.get_queryset(), many=True).data
+        site = SiteDefault.objects.filter(id=1).first()
+        active = {"provider_id": site.provider_id, "model": site.model} if site and site.provider_id else None
+        return Response({"results": data, "next": None, "active": active})
+
+
+class ProviderDetailApi(generics.RetrieveUpdateDestroyAPIView):
+    queryset = Provider.objects.all()
+    serializer_class = ProviderSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    http_method_names = ["get", "patch", "delete", "head", "options"]
+
+
+class ProviderActiveApi(APIView):
+    permission_classes = [IsStaffOrReadOnly]
+
+    def get(self, request: Request) -> Response:
+        site = SiteDefault.load()
+        return Response({"provider_id": site.provider_id, "model": site.model or None})
+
+    def put(self, request: Request) -> Response:
+        data = ActiveModelSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        provider = Provider.objects.filter(id=data.validated_data["provider_id"]).first()
+        if provider is None:
+            raise ApiError(404, "not_found", f"Provider {data.validated_data['provider_id']} not found.")
+        site = SiteDefault.load()
+        site.provider = provider
+        site.model = data.validated_data["model"]
+        site.save()
+        return Response({"provider_id": provider.id, "model": site.model})
+
+
+class ProviderTestApi(APIView):
+    """Check that the endpoint answers and return its model list (staff: it makes an outbound call)."""
+
+    permission_classes = [IsStaffOrReadOnly]
+
+    def post(self, request: Request, pk: str) -> Response:
+        from agents.llm import ModelError, OpenAIModelClient
+
+        provider = Provider.objects.filter(id=pk).first()
+        if provider is None:
+            raise ApiError(404, "not_found", f"Provider {pk} not found.")
+        client = OpenAIModelClient(
+            base_url=provider.base_url, api_key=provider.api_key, provider_name=provider.name, timeout=10.0,
+            max_retries=0,
+        )
+        try:
+            models = async_to_sync(client.list_models)()
+        except ModelError as exc:
+            return Response({"ok": False, "error": {"code": exc.code, "message": exc.message}, "models": []})
+        return Response({"ok": True, "models": models})

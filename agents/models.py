@@ -1,0 +1,93 @@
+"""Site configuration for agents: providers (OpenAI-compatible endpoints), agents, the site default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+name_validator = RegexValidator(NAME_PATTERN, "Use 1-64 letters, digits, '_' or '-'.")
+DEFAULT_AGENT = "default"
+
+
+class Provider(models.Model):
+    id = models.CharField(primary_key=True, max_length=64, validators=[name_validator])
+    name = models.CharField(max_length=200)
+    base_url = models.URLField(max_length=500)
+    api_key = models.CharField(max_length=500, blank=True)
+    model_list = models.JSONField(default=list, blank=True)
+    default_model = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "base_url": self.base_url,
+            "api_key_set": bool(self.api_key),
+            "models": list(self.model_list),
+            "default_model": self.default_model or None,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+class Agent(models.Model):
+    name = models.CharField(primary_key=True, max_length=64, validators=[name_validator])
+    description = models.TextField(blank=True)
+    system_prompt = models.TextField(blank=True)
+    provider = models.ForeignKey(Provider, null=True, blank=True, on_delete=models.SET_NULL)
+    model = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SiteDefault(models.Model):
+    """The provider and model used by agents that name none (`PUT /providers/active`). One row, pk=1."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    provider = models.ForeignKey(Provider, null=True, blank=True, on_delete=models.SET_NULL)
+    model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = "site default model"
+        constraints = [models.CheckConstraint(condition=models.Q(id=1), name="site_default_single_row")]
+
+    def __str__(self) -> str:
+        return f"{self.provider_id or 'demo'} / {self.model or '-'}"
+
+    @classmethod
+    def load(cls) -> SiteDefault:
+        obj, _ = cls.objects.get_or_create(id=1)
+        return obj
+
+
+class ToolSetting(models.Model):
+    """A per-agent switch for one tool; tools without a row use their default (PROTOCOL §2)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tool_settings")
+    tool = models.CharField(max_length=64)
+    enabled = models.BooleanField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent", "tool"]
+        constraints = [models.UniqueConstraint(fields=["agent", "tool"], name="tool_setting_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.tool}: {'on' if self.enabled else 'off'}"

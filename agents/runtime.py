@@ -1,0 +1,97 @@
+"""The Django side of a turn: which agent, model, history and tools a user message runs with.
+
+`DjangoRuntime.stream()` builds an `AgentTurn` (agents/turn.py, plain asyncio) for the controller;
+everything read from the database is read here, once, before the turn starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from agents.demo import DemoModelClient
+from agents.llm import OpenAIModelClient
+from agents.models import ToolSetting
+from agents.services import ModelChoice, agent_get, model_choice_for
+from agents.tools import Tool, ToolContext, registry
+from agents.turn import AgentTurn
+from chat.controller import ChatRequest
+from chat.models import Session
+from chat.store import DjangoTurnRecorder, history_for_model
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def workspace_for(session_id: str) -> Path:
+    """The session's workspace folder. Ids with other characters ('.', ':') are hashed: '..' is a valid id."""
+    name = session_id if _PLAIN_NAME.fullmatch(session_id) else "s-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+    path = Path(settings.WORKSPACES_DIR) / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def enabled_tools(agent_name: str) -> list[Tool]:
+    switches = dict(ToolSetting.objects.filter(agent_id=agent_name).values_list("tool", "enabled"))
+    return [tool for tool in registry.all() if switches.get(tool.name, tool.default_enabled)]
+
+
+@dataclass
+class TurnSetup:
+    choice: ModelChoice
+    system_prompt: str
+    history: list[dict[str, Any]]
+    tools: list[Tool]
+    workspace: Path
+
+
+def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
+    session = Session.objects.get(id=session_id)
+    agent = agent_get(name=session.agent_name)
+    return TurnSetup(
+        choice=model_choice_for(agent=agent, override=request.model),
+        system_prompt=agent.system_prompt if agent else "",
+        history=history_for_model(session_id, before_message_id=request.message_id),
+        tools=enabled_tools(session.agent_name) if agent else [],
+        workspace=workspace_for(session_id),
+    )
+
+
+class DjangoRuntime:
+    """The controller's Runtime: one AgentTurn per user message."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[str, str, str], OpenAIModelClient] = {}
+
+    def _client(self, choice: ModelChoice) -> OpenAIModelClient | DemoModelClient:
+        if choice.is_demo:
+            return DemoModelClient(delay=settings.AGENTSITE_DEMO_DELAY)
+        key = (choice.base_url, choice.api_key, choice.provider_name)
+        client = self._clients.get(key)
+        if client is None:
+            client = OpenAIModelClient(
+                base_url=choice.base_url, api_key=choice.api_key, provider_name=choice.provider_name
+            )
+            self._clients[key] = client
+        return client
+
+    async def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn:
+        setup = await database_sync_to_async(turn_setup)(session_id, request)
+        return AgentTurn(
+            client=self._client(setup.choice),
+            model=setup.choice.model,
+            provider_name=setup.choice.provider_name,
+            system_prompt=setup.system_prompt,
+            history=setup.history,
+            request=request,
+            tools=setup.tools,
+            tool_context=ToolContext(workspace=setup.workspace, session_id=session_id),
+            max_steps=settings.AGENTSITE_MAX_TOOL_STEPS,
+            confirmation_timeout=settings.AGENTSITE_CONFIRMATION_TIMEOUT,
+            recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model),
+        )

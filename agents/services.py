@@ -1,0 +1,94 @@
+"""Writes and lookups for agents and providers, and which model a turn uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
+
+ENV_PROVIDER_ID = "env"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """What a turn talks to: a provider endpoint and model, or the built-in demo model (provider None)."""
+
+    provider_id: str | None
+    provider_name: str
+    base_url: str
+    api_key: str
+    model: str
+
+    @property
+    def is_demo(self) -> bool:
+        return self.provider_id is None
+
+
+DEMO = ModelChoice(provider_id=None, provider_name="demo", base_url="", api_key="", model="demo")
+
+
+def agent_get(*, name: str) -> Agent | None:
+    return Agent.objects.select_related("provider").filter(name=name).first()
+
+
+def _choice(provider: Provider, model: str) -> ModelChoice:
+    return ModelChoice(
+        provider_id=provider.id,
+        provider_name=provider.name,
+        base_url=provider.base_url,
+        api_key=provider.api_key,
+        model=model or provider.default_model or (provider.model_list[0] if provider.model_list else ""),
+    )
+
+
+def model_choice_for(*, agent: Agent | None, override: str | None = None) -> ModelChoice:
+    """Resolve the agent's provider/model, else the site default, else the demo model."""
+    if agent is not None and agent.provider is not None:
+        choice = _choice(agent.provider, agent.model)
+    else:
+        site = SiteDefault.objects.select_related("provider").filter(id=1).first()
+        if site is not None and site.provider is not None:
+            choice = _choice(site.provider, (agent.model if agent else "") or site.model)
+        else:
+            return DEMO
+    if override:
+        choice = ModelChoice(**{**choice.__dict__, "model": override})
+    return choice
+
+
+@transaction.atomic
+def provider_register_from_env() -> Provider | None:
+    """OPENAI_BASE_URL / OPENAI_API_KEY / AGENTSITE_DEFAULT_MODEL register a provider at start-up.
+
+    It becomes the site default unless an operator already chose one.
+    """
+    if not (settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY):
+        return None
+    base_url = settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
+    model = settings.AGENTSITE_DEFAULT_MODEL or "gpt-4o-mini"
+    provider, _ = Provider.objects.update_or_create(
+        id=ENV_PROVIDER_ID,
+        defaults={
+            "name": "From environment",
+            "base_url": base_url,
+            "api_key": settings.OPENAI_API_KEY,
+            "default_model": model,
+            "model_list": [model],
+        },
+    )
+    site = SiteDefault.load()
+    if site.provider_id is None:
+        site.provider = provider
+        site.model = model
+        site.save()
+    return provider
+
+
+def default_agent_ensure() -> Agent:
+    agent, _ = Agent.objects.get_or_create(
+        name=DEFAULT_AGENT, defaults={"description": "General-purpose assistant."}
+    )
+    return agent

@@ -1,0 +1,216 @@
+"""The tool API: what a tool declares, how its arguments are validated, and the registry.
+
+Django-free on purpose: the turn loop, the ACP delegation and the REST layer all read
+tools through this module, and tests drive it with pytest alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import pydantic
+from pydantic import BaseModel
+
+Risk = Literal["safe", "dangerous"]
+ApprovalMode = Literal["ask", "full_access", "read_only"]
+
+# Schema keys that only add noise to what the model reads.
+_NOISE_KEYS = frozenset({"title"})
+
+
+class ToolError(Exception):
+    """A failure the model should read and react to.
+
+    Its message is one clear sentence; the turn loop turns it into a tool result with
+    ``is_error: true`` instead of ending the turn.
+    """
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may use about the call's surroundings, injected by the caller."""
+
+    workspace: Path
+    session_id: str
+    approval_mode: ApprovalMode = "ask"
+    emit: Callable[[dict[str, Any]], None] | None = None
+    request_permission: Callable[..., Awaitable[Any]] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolParams(BaseModel):
+    """Base for argument models: unknown arguments are an error, so typos reach the model."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+
+class Tool(ABC):
+    """One capability offered to the model.
+
+    Subclasses set the class attributes and implement :meth:`run`. Arguments are
+    validated by :meth:`ToolRegistry.parse` before ``run`` ever sees them.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    risk: ClassVar[Risk] = "safe"
+    default_enabled: ClassVar[bool] = True
+
+    def parameters(self) -> dict[str, Any]:
+        """The arguments as a self-contained JSON schema object, as OpenAI function calling wants it."""
+        return json_schema_for(self.Params)
+
+    def risk_for(self, params: BaseModel) -> Risk:
+        """The risk of this particular call; tools whose actions differ in risk override it."""
+        return self.risk
+
+    def describe(self, params: BaseModel) -> str | None:
+        """A short summary of the call to show in a confirmation request (None: show arguments)."""
+        return None
+
+    def refusal_reason(self, params: BaseModel) -> str | None:
+        """Why this call is refused in every approval mode, or None when it may run."""
+        return None
+
+    def openai_spec(self) -> dict[str, Any]:
+        """The entry for the ``tools`` list of a chat-completions request."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters(),
+            },
+        }
+
+    def validate(self, arguments: dict[str, Any]) -> BaseModel:
+        """Arguments → params model, or a ToolError naming each bad field and why."""
+        try:
+            return self.Params.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            raise ToolError(
+                f"Invalid arguments for tool '{self.name}': {_describe_validation_error(exc)}."
+            ) from None
+
+    @abstractmethod
+    async def run(self, params: BaseModel, ctx: ToolContext) -> str:
+        """Do the work and return the text the model sees; raise ToolError for expected failures."""
+
+
+class ToolRegistry:
+    """Tools by name. The default instance (``agents.tools.registry``) holds the built-ins."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, tool: Tool) -> None:
+        """Add a tool; two tools with one name would make calls ambiguous, so that is refused."""
+        if tool.name in self._tools:
+            raise ValueError(f"A tool named {tool.name!r} is already registered.")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def all(self) -> list[Tool]:
+        """Every tool, sorted by name so listings and requests are stable."""
+        return [self._tools[name] for name in sorted(self._tools)]
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def parse(self, name: str, raw_arguments: str | dict[str, Any] | None) -> tuple[Tool, BaseModel]:
+        """Resolve a model's tool call into a tool and validated params, or a ToolError the model reads."""
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self.names()) or "none"
+            raise ToolError(f"Unknown tool '{name}'. Available tools: {known}.")
+        return tool, tool.validate(_arguments_object(name, raw_arguments))
+
+
+def _arguments_object(name: str, raw_arguments: str | dict[str, Any] | None) -> dict[str, Any]:
+    """Decode the arguments a model sent; an empty string means no arguments (models do send that)."""
+    if raw_arguments is None:
+        return {}
+    if isinstance(raw_arguments, dict):
+        return raw_arguments
+    if not isinstance(raw_arguments, str):
+        raise ToolError(f"Arguments for tool '{name}' must be a JSON object.")
+    if not raw_arguments.strip():
+        return {}
+    try:
+        decoded = json.loads(raw_arguments)
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"Arguments for tool '{name}' are not valid JSON ({exc.msg}).") from None
+    if not isinstance(decoded, dict):
+        raise ToolError(f"Arguments for tool '{name}' must be a JSON object, not {type(decoded).__name__}.")
+    return decoded
+
+
+def _describe_validation_error(exc: pydantic.ValidationError) -> str:
+    """One readable clause per problem: 'command: Field required'."""
+    parts = []
+    for error in exc.errors(include_url=False, include_context=False):
+        where = ".".join(str(loc) for loc in error["loc"]) or "arguments"
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown argument"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+def json_schema_for(model: type[BaseModel]) -> dict[str, Any]:
+    """A flat JSON schema for ``model``: refs inlined, titles dropped, ``X | None`` shown as X.
+
+    Small and weaker models follow plain schemas best, and some OpenAI-compatible servers
+    reject ``$defs``.
+    """
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+    cleaned: dict[str, Any] = _clean(schema, defs)
+    cleaned.setdefault("properties", {})
+    cleaned.setdefault("required", [])
+    cleaned["type"] = "object"
+    cleaned["additionalProperties"] = False
+    return cleaned
+
+
+def _clean(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_clean(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = _collapse_optional(node)
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        merged = {**copy.deepcopy(target), **{k: v for k, v in node.items() if k != "$ref"}}
+        return _clean(merged, defs)
+    cleaned: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _NOISE_KEYS:
+            continue
+        if key == "properties":
+            # Property names are data, not schema keywords: a field called "title" stays.
+            cleaned[key] = {prop: _clean(sub, defs) for prop, sub in value.items()}
+        else:
+            cleaned[key] = _clean(value, defs)
+    return cleaned
+
+
+def _collapse_optional(node: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [X, null]`` with a null default is just an optional X: show X."""
+    options = node.get("anyOf")
+    if not isinstance(options, list) or node.get("default", ...) is not None:
+        return node
+    non_null = [option for option in options if option != {"type": "null"}]
+    if len(non_null) != 1 or len(non_null) == len(options):
+        return node
+    collapsed = {key: value for key, value in node.items() if key not in {"anyOf", "default"}}
+    return {**non_null[0], **collapsed}

@@ -1,0 +1,168 @@
+"""File tools: list, read and write inside the session workspace.
+
+Blocking file I/O runs in a worker thread so a large directory or file never stalls the
+event loop that streams other sessions' tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import stat
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
+from agents.tools.workspace import display_path, resolve_in_workspace
+
+MAX_LIST_ENTRIES = 500
+MAX_READ_BYTES = 128 * 1024
+MAX_WRITE_BYTES = 5 * 1024 * 1024
+_BINARY_SNIFF_BYTES = 8192
+
+
+class ListFilesParams(ToolParams):
+    path: str = Field(default=".", description="Directory relative to the workspace; default: the workspace.")
+
+
+class ListFilesTool(Tool):
+    name = "list_files"
+    description = (
+        "List the entries of a directory in the workspace, sorted by name, with their type "
+        "(file, directory, symlink) and size in bytes."
+    )
+    Params = ListFilesParams
+    risk: ClassVar[Risk] = "safe"
+
+    async def run(self, params: BaseModel, ctx: ToolContext) -> str:
+        assert isinstance(params, ListFilesParams)
+        directory = resolve_in_workspace(ctx.workspace, params.path)
+        shown = display_path(ctx.workspace, directory)
+        return await asyncio.to_thread(_list_directory, directory, shown)
+
+
+def _list_directory(directory: Path, shown: str) -> str:
+    if not directory.exists():
+        raise ToolError(f"There is no directory '{shown}' in the workspace.")
+    if not directory.is_dir():
+        raise ToolError(f"'{shown}' is a file, not a directory; use read_file to read it.")
+    names = sorted(os.listdir(directory))
+    if not names:
+        return f"'{shown}' is empty."
+    lines = [f"Contents of '{shown}' ({len(names)} entries):"]
+    lines += [_describe_entry(directory / name) for name in names[:MAX_LIST_ENTRIES]]
+    if len(names) > MAX_LIST_ENTRIES:
+        lines.append(f"[... {len(names) - MAX_LIST_ENTRIES} more entries not shown]")
+    return "\n".join(lines)
+
+
+def _describe_entry(entry: Path) -> str:
+    """One line per entry; symlinks are not followed, so a link out of the workspace reveals nothing."""
+    info = entry.lstat()
+    if stat.S_ISLNK(info.st_mode):
+        return f"symlink    {entry.name}"
+    if stat.S_ISDIR(info.st_mode):
+        return f"directory  {entry.name}/"
+    if stat.S_ISREG(info.st_mode):
+        return f"file       {entry.name} ({info.st_size} bytes)"
+    return f"other      {entry.name}"
+
+
+class ReadFileParams(ToolParams):
+    path: str = Field(description="File path relative to the workspace.", min_length=1)
+
+
+class ReadFileTool(Tool):
+    name = "read_file"
+    description = (
+        f"Read a UTF-8 text file from the workspace. Files larger than {MAX_READ_BYTES // 1024} KiB "
+        "are truncated, with a note saying so."
+    )
+    Params = ReadFileParams
+    risk: ClassVar[Risk] = "safe"
+
+    async def run(self, params: BaseModel, ctx: ToolContext) -> str:
+        assert isinstance(params, ReadFileParams)
+        target = resolve_in_workspace(ctx.workspace, params.path)
+        return await asyncio.to_thread(_read_text, target, params.path)
+
+
+def _read_text(target: Path, shown: str) -> str:
+    if not target.exists():
+        raise ToolError(f"There is no file '{shown}' in the workspace.")
+    if target.is_dir():
+        raise ToolError(f"'{shown}' is a directory; use list_files to see its contents.")
+    if not target.is_file():
+        raise ToolError(f"'{shown}' is not a regular file.")
+    size = target.stat().st_size
+    with target.open("rb") as handle:
+        data = handle.read(MAX_READ_BYTES)
+    text = _decode_text(data, shown, complete=size <= len(data))
+    if size > len(data):
+        text += (
+            f"\n[truncated: showing the first {len(data)} of {size} bytes of '{shown}'; "
+            "use the shell tool (e.g. sed -n or tail) to read further]"
+        )
+    return text
+
+
+def _decode_text(data: bytes, shown: str, *, complete: bool) -> str:
+    """UTF-8 text, or a ToolError for binary content; a character cut by the size cap is dropped."""
+    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+        raise ToolError(f"'{shown}' is a binary file; read_file only reads text.")
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        return decoder.decode(data, final=complete)
+    except UnicodeDecodeError:
+        raise ToolError(f"'{shown}' is not UTF-8 text; read_file only reads text.") from None
+
+
+class WriteFileParams(ToolParams):
+    path: str = Field(
+        description="File path relative to the workspace; missing folders are created.", min_length=1
+    )
+    content: str = Field(description="The complete new content of the file (UTF-8 text).")
+
+
+class WriteFileTool(Tool):
+    name = "write_file"
+    description = (
+        "Create or overwrite a UTF-8 text file in the workspace with the given content; "
+        "missing parent folders are created."
+    )
+    Params = WriteFileParams
+    risk: ClassVar[Risk] = "dangerous"
+
+    def describe(self, params: BaseModel) -> str | None:
+        assert isinstance(params, WriteFileParams)
+        return f"write {len(params.content)} characters to {params.path}"
+
+    async def run(self, params: BaseModel, ctx: ToolContext) -> str:
+        assert isinstance(params, WriteFileParams)
+        data = params.content.encode("utf-8")
+        if len(data) > MAX_WRITE_BYTES:
+            raise ToolError(f"The content is {len(data)} bytes; write_file takes at most {MAX_WRITE_BYTES}.")
+        target = resolve_in_workspace(ctx.workspace, params.path)
+        await asyncio.to_thread(_write_bytes, ctx.workspace, target, data, params.path)
+        return f"Wrote {len(data)} bytes to '{display_path(ctx.workspace, target)}'."
+
+
+def _write_bytes(workspace: Path, target: Path, data: bytes, shown: str) -> None:
+    if target.is_dir():
+        raise ToolError(f"'{shown}' is a directory; give a file path.")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolError(f"Could not create the folders for '{shown}': {exc.strerror}.") from None
+    # The parents may have been swapped for a symlink since we resolved; check again, and never
+    # follow a symlink at the final component.
+    resolve_in_workspace(workspace, display_path(workspace, target.parent))
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise ToolError(f"Could not write '{shown}': {exc.strerror}.") from None
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)

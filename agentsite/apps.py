@@ -1,0 +1,8 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class AgentsiteConfig(AppConfig):
+    name = "agentsite"
+    verbose_name = "Accounts and API keys"

@@ -1,0 +1,19 @@
+"""ASGI entry point: HTTP through Django, WebSockets through Channels with our authentication."""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from agentsite.ws_auth import WebSocketAuthStack  # noqa: E402
+from chat.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {"http": django_asgi_app, "websocket": WebSocketAuthStack(URLRouter(websocket_urlpatterns))}
+)

@@ -1,0 +1,55 @@
+"""REST authentication: `Authorization: Bearer <key>`, the browser session (with CSRF), and open mode.
+
+A key that is given is always checked, in every mode: a wrong key fails the request instead of
+falling through to the session or to open mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+
+from agentsite.services import api_key_authenticate, local_user
+
+
+def bearer_key(request: Request) -> str | None:
+    header = authentication.get_authorization_header(request).decode("latin-1").strip()
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return value.strip()
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request: Request) -> tuple[Any, str] | None:
+        header = authentication.get_authorization_header(request).decode("latin-1").strip()
+        if not header:
+            return None
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api_key>'.")
+        user = api_key_authenticate(value.strip())
+        if user is None:
+            raise exceptions.AuthenticationFailed("Invalid or revoked api_key.")
+        return user, value.strip()
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="api"'
+
+
+class CsrfSessionAuthentication(authentication.SessionAuthentication):
+    """Django's session, with CSRF enforced for unsafe methods (as DRF does)."""
+
+
+class OpenModeAuthentication(authentication.BaseAuthentication):
+    """AGENTSITE_AUTH=open (development only): anonymous requests act as the built-in user `local`."""
+
+    def authenticate(self, request: Request) -> tuple[Any, None] | None:
+        if settings.AGENTSITE_AUTH != "open":
+            return None
+        return local_user(), None

@@ -1,0 +1,95 @@
+"""One translation of errors into the API's shape: {"error": {"code", "message", "fields"?}}."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+logger = logging.getLogger(__name__)
+
+
+class ApiError(exceptions.APIException):
+    """A domain error with its own code, raised by views: ApiError(409, "session_exists", "...")."""
+
+    def __init__(self, status_code: int, code: str, message: str, *, fields: dict[str, Any] | None = None):
+        super().__init__(detail=message, code=code)
+        self.status_code = status_code
+        self.error_code = code
+        self.message = message
+        self.fields = fields
+
+
+def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if fields:
+        error["fields"] = fields
+    return {"error": error}
+
+
+def json_error(status_code: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse(error_body(code, message), status=status_code)
+
+
+def _flatten(detail: Any) -> Any:
+    if isinstance(detail, dict):
+        return {key: _flatten(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return [str(item) for item in detail]
+        return [_flatten(item) for item in detail]
+    return [str(detail)]
+
+
+_CODES = {
+    status.HTTP_401_UNAUTHORIZED: "unauthorized",
+    status.HTTP_403_FORBIDDEN: "forbidden",
+    status.HTTP_404_NOT_FOUND: "not_found",
+    status.HTTP_405_METHOD_NOT_ALLOWED: "method_not_allowed",
+    status.HTTP_406_NOT_ACCEPTABLE: "not_acceptable",
+    status.HTTP_415_UNSUPPORTED_MEDIA_TYPE: "unsupported_media_type",
+    status.HTTP_429_TOO_MANY_REQUESTS: "rate_limited",
+}
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            error_body("too_large", "The request body is larger than the server accepts."),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, ApiError):
+        return Response(error_body(exc.error_code, exc.message, exc.fields), status=exc.status_code)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) if str(exc) else "Not found.")
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        detail = exc.detail
+        fields = _flatten(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten(detail)}
+        first = next(iter(fields.items()), None)
+        message = "Invalid input."
+        if first is not None:
+            name, problems = first
+            if isinstance(problems, list) and problems and isinstance(problems[0], str):
+                message = f"{name}: {problems[0]}" if name != "non_field_errors" else problems[0]
+        response.data = error_body("invalid", message, fields)
+        return response
+    if isinstance(exc, exceptions.ParseError):
+        response.data = error_body("invalid_json", f"The request body is not valid JSON: {exc.detail}")
+        return response
+    code = _CODES.get(response.status_code, "error")
+    detail = getattr(exc, "detail", None)
+    message = str(detail) if isinstance(detail, str) else "Request failed."
+    if response.status_code == status.HTTP_401_UNAUTHORIZED and "credentials were not provided" in message:
+        message = "Authentication required: send 'Authorization: Bearer <api_key>' or log in."
+    response.data = error_body(code, message)
+    return response

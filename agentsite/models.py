@@ -1,0 +1,68 @@
+"""API keys: one user may hold several; only a hash of the secret is stored."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import TypedDict
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+KEY_PREFIX = "ask_"
+KEY_BODY_LENGTH = 40
+DISPLAY_PREFIX_LENGTH = len(KEY_PREFIX) + 8
+
+
+def generate_key() -> str:
+    """`ask_` + 40 url-safe characters (PROTOCOL §1)."""
+    body = ""
+    while len(body) < KEY_BODY_LENGTH:
+        body += secrets.token_urlsafe(KEY_BODY_LENGTH)
+    return KEY_PREFIX + body[:KEY_BODY_LENGTH]
+
+
+def hash_key(key: str) -> str:
+    # Keys carry ~240 bits of randomness, so a fast hash is enough (no password stretching needed).
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiKeyDict(TypedDict):
+    id: str
+    name: str
+    prefix: str
+    created_at: str
+    last_used_at: str | None
+    revoked: bool
+
+
+class ApiKey(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=DISPLAY_PREFIX_LENGTH, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name or 'unnamed'})"
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def to_dict(self) -> ApiKeyDict:
+        return {
+            "id": str(self.pk),
+            "name": self.name,
+            "prefix": self.prefix,
+            "created_at": self.created_at.isoformat(),
+            "last_used_at": self.last_used_at.isoformat() if self.last_used_at else None,
+            "revoked": self.revoked,
+        }

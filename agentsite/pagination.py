@@ -1,0 +1,47 @@
+"""Cursor pagination with the contract's shape: {"results": [...], "next": "<cursor>"|null}."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+
+
+class CursorPage(CursorPagination):
+    page_size = 50
+    max_page_size = 500
+    page_size_query_param = "limit"
+    cursor_query_param = "cursor"
+    ordering = "-created_at"
+
+    def get_page_size(self, request: Any) -> int:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        from agentsite.errors import ApiError
+
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ApiError(400, "invalid", "limit must be an integer between 1 and 500.") from None
+        if not 1 <= value <= self.max_page_size:
+            raise ApiError(400, "invalid", "limit must be an integer between 1 and 500.")
+        return value
+
+    def get_paginated_response(self, data: list[Any]) -> Response:
+        return Response({"results": data, "next": self._cursor_of(self.get_next_link())})
+
+    @staticmethod
+    def _cursor_of(link: str | None) -> str | None:
+        if not link:
+            return None
+        return parse_qs(urlparse(link).query).get("cursor", [None])[0]
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["results", "next"],
+            "properties": {"results": schema, "next": {"type": "string", "nullable": True}},
+        }

@@ -1,0 +1,67 @@
+"""Writes and lookups for accounts and API keys (used by REST, WebSocket, commands and pages)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from agentsite.models import DISPLAY_PREFIX_LENGTH, KEY_PREFIX, ApiKey, generate_key, hash_key
+
+LOCAL_USERNAME = "local"
+# Writing last_used_at on every request would turn every read into a write; once a minute is plenty.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def api_key_create(*, user: AbstractBaseUser, name: str = "") -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is shown once and never stored."""
+    secret = generate_key()
+    key = ApiKey.objects.create(
+        user=user, name=name, prefix=secret[:DISPLAY_PREFIX_LENGTH], key_hash=hash_key(secret)
+    )
+    return key, secret
+
+
+def api_key_revoke(*, key: ApiKey) -> None:
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+
+
+def api_key_authenticate(secret: str) -> AbstractBaseUser | None:
+    """The active user owning this key, or None for a wrong, revoked or disabled key."""
+    if not secret.startswith(KEY_PREFIX):
+        return None
+    key = ApiKey.objects.select_related("user").filter(key_hash=hash_key(secret)).first()
+    if key is None or key.revoked_at is not None or not key.user.is_active:
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    return key.user
+
+
+def api_key_is_active(secret: str) -> bool:
+    return ApiKey.objects.filter(key_hash=hash_key(secret), revoked_at__isnull=True).exists()
+
+
+def local_user() -> AbstractBaseUser:
+    """The built-in user that unauthenticated requests act as under AGENTSITE_AUTH=open."""
+    user, _ = get_user_model().objects.get_or_create(username=LOCAL_USERNAME)
+    return user
+
+
+@transaction.atomic
+def user_create_first_admin(*, username: str, password: str, email: str = "") -> AbstractBaseUser:
+    """Create the first account as a superuser; refuse once any user exists (the /setup/ page)."""
+    User = get_user_model()
+    if User.objects.select_for_update().exists():
+        raise PermissionError("An account already exists.")
+    return User.objects.create_superuser(username=username, password=password, email=email)
+
+
+def setup_needed() -> bool:
+    return not get_user_model().objects.exclude(username=LOCAL_USERNAME).exists()

@@ -1,0 +1,217 @@
+"""agentsite settings: one module, driven by environment variables (see README.md for the table).
+
+Defaults give the embedded single-process setup (SQLite in AGENTSITE_DATA_DIR, in-memory channel
+layer). DATABASE_URL / REDIS_URL switch to Postgres / channels-redis for the scaled setup.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from agentsite.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+DATA_DIR = Path(env_str("AGENTSITE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+WORKSPACES_DIR = DATA_DIR / "workspaces"
+
+
+def _secret_key() -> str:
+    configured = env_str("SECRET_KEY")
+    if configured:
+        return configured
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when DEBUG is false. Set SECRET_KEY to a long random string "
+            "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))')."
+        )
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+AGENTSITE_ALLOWED_ORIGINS = env_list("AGENTSITE_ALLOWED_ORIGINS", [])
+CSRF_TRUSTED_ORIGINS = AGENTSITE_ALLOWED_ORIGINS
+
+AGENTSITE_AUTH = env_choice("AGENTSITE_AUTH", "required", ("required", "open"))
+if AGENTSITE_AUTH == "open" and not DEBUG:
+    raise ImproperlyConfigured("AGENTSITE_AUTH=open is for development only and is refused when DEBUG is false.")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "agentsite",
+    "agents",
+    "chat",
+    "delegation",
+    "cron",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "agentsite.middleware.BodySizeLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "agentsite.urls"
+ASGI_APPLICATION = "agentsite.asgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+
+def _databases() -> dict[str, dict[str, object]]:
+    url = env_str("DATABASE_URL")
+    if url:
+        try:
+            config = dj_database_url.parse(url, conn_max_age=0)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+        if config.get("ENGINE") == "django.db.backends.postgresql":
+            config.setdefault("TEST", {"NAME": env_str("AGENTSITE_TEST_DB_NAME", "test_agentsite")})
+        return {"default": config}
+    return {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": DATA_DIR / "agentsite.sqlite3",
+            "OPTIONS": {
+                # WAL lets readers go on while a writer commits; IMMEDIATE takes the write lock at BEGIN so
+                # concurrent writers wait (busy timeout) instead of failing with "database is locked".
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+        }
+    }
+
+
+DATABASES = _databases()
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL}]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "portal:home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+AGENTSITE_MAX_BODY_BYTES = env_int("AGENTSITE_MAX_BODY_BYTES", 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MAX_BODY_BYTES
+AGENTSITE_WS_MAX_FRAME_BYTES = env_int("AGENTSITE_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
+AGENTSITE_MAX_CONCURRENT_TURNS = env_int("AGENTSITE_MAX_CONCURRENT_TURNS", 32, minimum=1)
+AGENTSITE_MAX_TOOL_STEPS = env_int("AGENTSITE_MAX_TOOL_STEPS", 20, minimum=1)
+AGENTSITE_CONFIRMATION_TIMEOUT = env_float("AGENTSITE_CONFIRMATION_TIMEOUT", 300.0, minimum=0.1)
+AGENTSITE_EVENT_RETENTION = env_int("AGENTSITE_EVENT_RETENTION", 2000, minimum=100)
+AGENTSITE_DEMO_DELAY = env_float("AGENTSITE_DEMO_DELAY", 0.03, minimum=0.0)
+AGENTSITE_REQUIRE_SERVICES = env_bool("AGENTSITE_REQUIRE_SERVICES", False)
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
+AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "agentsite.authentication.ApiKeyAuthentication",
+        "agentsite.authentication.CsrfSessionAuthentication",
+        "agentsite.authentication.OpenModeAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "agentsite.pagination.CursorPage",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "agentsite.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "agentsite API",
+    "DESCRIPTION": "REST API of agentsite. The WebSocket protocol is described in docs/protocol.md.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SILENCED_SYSTEM_CHECKS = env_list("AGENTSITE_SILENCED_CHECKS", [])
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}

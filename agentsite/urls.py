@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from agents import api as agents_api
+from agentsite import api as site_api
+from agentsite import views as site_views
+from chat import api as chat_api
+
+api_v1 = [
+    path("version", site_api.VersionApi.as_view(), name="version"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("auth/keys", site_api.KeyListCreateApi.as_view(), name="keys"),
+    path("auth/keys/<str:key_id>", site_api.KeyDetailApi.as_view(), name="key-detail"),
+    path("agents", agents_api.AgentListApi.as_view(), name="agents"),
+    path("agents/<str:name>", agents_api.AgentDetailApi.as_view(), name="agent-detail"),
+    path("providers", agents_api.ProviderListApi.as_view(), name="providers"),
+    path("providers/active", agents_api.ProviderActiveApi.as_view(), name="provider-active"),
+    path("providers/<str:pk>", agents_api.ProviderDetailApi.as_view(), name="provider-detail"),
+    path("providers/<str:pk>/test", agents_api.ProviderTestApi.as_view(), name="provider-test"),
+    path("chat/sessions", chat_api.SessionListApi.as_view(), name="sessions"),
+    path("chat/sessions/<str:session_id>", chat_api.SessionDetailApi.as_view(), name="session-detail"),
+    path("chat/sessions/<str:session_id>/messages", chat_api.MessageListApi.as_view(), name="messages"),
+    path(
+        "chat/sessions/<str:session_id>/messages/<str:message_id>",
+        chat_api.MessageDetailApi.as_view(),
+        name="message-detail",
+    ),
+    path(
+        "chat/sessions/<str:session_id>/messages/<str:message_id>/steer",
+        chat_api.MessageSteerApi.as_view(),
+        name="message-steer",
+    ),
+    path("chat/sessions/<str:session_id>/cancel", chat_api.CancelApi.as_view(), name="cancel"),
+    path(
+        "chat/sessions/<str:session_id>/confirmations/<str:confirmation_id>",
+        chat_api.ConfirmationApi.as_view(),
+        name="confirmation",
+    ),
+    path("chat/sessions/<str:session_id>/events", chat_api.EventStreamApi.as_view(), name="events"),
+]
+
+urlpatterns = [
+    path("api/v1/", include((api_v1, "api"))),
+    path("healthz", site_api.healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("setup/", site_views.setup, name="setup"),
+    path("login/", site_views.LoginView.as_view(), name="login"),
+    path("logout/", site_views.LogoutView.as_view(), name="logout"),
+    path("", include("chat.urls")),
+]
+
+handler404 = "agentsite.views.not_found"
+handler500 = "agentsite.views.server_error"

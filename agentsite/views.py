@@ -1,0 +1,75 @@
+"""Account pages: first-run setup, login, logout; JSON error pages under /api/."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import login
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.password_validation import validate_password
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from agentsite.errors import json_error
+from agentsite.services import setup_needed, user_create_first_admin
+
+
+class SetupForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    email = forms.EmailField(required=False)
+    password = forms.CharField(widget=forms.PasswordInput, strip=False)
+    password_again = forms.CharField(widget=forms.PasswordInput, strip=False, label="Password (again)")
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        if data.get("password") != data.get("password_again"):
+            raise forms.ValidationError("The two passwords differ.")
+        if data.get("password"):
+            validate_password(str(data["password"]))
+        return data
+
+
+@require_http_methods(["GET", "POST"])
+def setup(request: HttpRequest) -> HttpResponse:
+    """Create the first (admin) account. Exists only while there is no account."""
+    if not setup_needed():
+        raise Http404("Setup is complete.")
+    form = SetupForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            user = user_create_first_admin(
+                username=form.cleaned_data["username"],
+                password=form.cleaned_data["password"],
+                email=form.cleaned_data["email"],
+            )
+        except PermissionError:
+            raise Http404("Setup is complete.") from None
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("portal:home")
+    return render(request, "registration/setup.html", {"form": form})
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "registration/login.html"
+    redirect_authenticated_user = True
+
+    def dispatch(self, request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+        if setup_needed():
+            return redirect("setup")
+        return super().dispatch(request, *args, **kwargs)
+
+
+class LogoutView(auth_views.LogoutView):
+    pass
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return json_error(404, "not_found", "Not found.")
+    return render(request, "404.html", status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return json_error(500, "internal_error", "The server failed to handle this request.")
+    return render(request, "500.html", status=500)

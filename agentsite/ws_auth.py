@@ -1,0 +1,79 @@
+"""WebSocket authentication: `?api_key=`, or the browser session cookie from an allowed Origin.
+
+PROTOCOL §1: a socket that sends an Origin must come from an allowed origin; API clients send none and
+authenticate by key alone; cookie authentication is never accepted without an allowed Origin. A key
+that is given is always checked: a wrong key is rejected in every mode, also AGENTSITE_AUTH=open.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
+from channels.middleware import BaseMiddleware
+from channels.security.websocket import WebsocketDenier
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.http.request import is_same_domain
+
+from agentsite.services import api_key_authenticate, local_user
+
+
+def origin_allowed(origin: str) -> bool:
+    parsed = urlparse(origin)
+    if not parsed.scheme or not parsed.hostname:
+        return False
+    if origin.rstrip("/") in settings.AGENTSITE_ALLOWED_ORIGINS:
+        return True
+    hosts = settings.ALLOWED_HOSTS or (["localhost", "127.0.0.1", "[::1]"] if settings.DEBUG else [])
+    hostname = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
+    return any(pattern == "*" or is_same_domain(hostname, pattern) for pattern in hosts)
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+class WebSocketAuthMiddleware(BaseMiddleware):
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        if scope["type"] != "websocket":
+            return await super().__call__(scope, receive, send)
+        origin = _header(scope, b"origin")
+        if origin is not None and not origin_allowed(origin):
+            denier = WebsocketDenier()
+            return await denier(scope, receive, send)
+        scope = dict(scope)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        api_keys = query.get("api_key")
+        scope["auth_error"] = None
+        scope["api_key"] = None
+        if api_keys is not None:
+            user = await database_sync_to_async(api_key_authenticate)(api_keys[0])
+            if user is None:
+                scope["user"] = AnonymousUser()
+                scope["auth_error"] = "Invalid or revoked api_key."
+            else:
+                scope["user"] = user
+                scope["api_key"] = api_keys[0]
+        else:
+            cookie_user = scope.get("user")
+            authenticated = False
+            if origin is not None and cookie_user is not None:
+                authenticated = await database_sync_to_async(lambda: cookie_user.is_authenticated)()
+            if authenticated:
+                scope["user"] = cookie_user
+            elif settings.AGENTSITE_AUTH == "open":
+                scope["user"] = await database_sync_to_async(local_user)()
+            else:
+                scope["user"] = AnonymousUser()
+                scope["auth_error"] = "Authentication required: pass ?api_key=<key> or log in."
+        return await super().__call__(scope, receive, send)
+
+
+def WebSocketAuthStack(inner: Any) -> Any:  # noqa: N802 - named like Channels' AuthMiddlewareStack
+    return AuthMiddlewareStack(WebSocketAuthMiddleware(inner))

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from chat.models import Message, Session
+
+
+class MessageInline(admin.TabularInline):
+    model = Message
+    extra = 0
+    fields = ["message_id", "role", "status", "content", "created_at"]
+    readonly_fields = fields
+    can_delete = False
+    show_change_link = True
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = ["id", "title", "user", "agent_name", "status", "paused", "created_at"]
+    list_filter = ["status", "paused", "agent_name"]
+    search_fields = ["id", "title", "user__username"]
+    raw_id_fields = ["user"]
+    inlines = [MessageInline]
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["message_id", "session", "role", "status", "created_at"]
+    list_filter = ["role", "status"]
+    search_fields = ["message_id", "session__id", "content"]
+    raw_id_fields = ["session"]

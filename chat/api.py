@@ -1,0 +1,217 @@
+"""Chat REST API (PROTOCOL §2 "Chat sessions"): sessions, history, the queue, and SSE events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.http import StreamingHttpResponse
+from rest_framework import generics
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentsite.errors import ApiError
+from chat.controller import InputError
+from chat.exceptions import ChatError
+from chat.hub import get_hub, message_submit
+from chat.models import Session
+from chat.serializers import (
+    MAX_CONTENT,
+    ConfirmationReplySerializer,
+    MessageCreateSerializer,
+    SessionCreateSerializer,
+    SessionUpdateSerializer,
+)
+from chat.service import Cancel, ConfirmationReply, Remove, Steer
+from chat.services import (
+    message_list,
+    session_close,
+    session_create,
+    session_get_for_user,
+    session_get_open_for_user,
+    session_list_for_user,
+    session_rename,
+)
+
+SSE_KEEPALIVE_SECONDS = 15.0
+_INPUT_ERROR_STATUS = {"not_found": 404, "already_resolved": 409, "invalid": 400}
+
+
+def _api_error(exc: ChatError | InputError) -> ApiError:
+    if isinstance(exc, ChatError):
+        return ApiError(exc.status, exc.code, exc.message)
+    return ApiError(_INPUT_ERROR_STATUS.get(exc.code, 409), exc.code, exc.message)
+
+
+def _session(request: Request, session_id: str, *, open_only: bool = False) -> Session:
+    getter = session_get_open_for_user if open_only else session_get_for_user
+    try:
+        return getter(user=request.user, session_id=session_id)
+    except ChatError as exc:
+        raise _api_error(exc) from None
+
+
+def _snapshot(session: Session) -> dict[str, Any]:
+    async def read() -> dict[str, Any]:
+        controller = await get_hub().controller(session.id)
+        return controller.snapshot()
+
+    if not session.is_open:
+        return {
+            "running": False,
+            "paused": False,
+            "active_message_id": None,
+            "pending": [],
+            "confirmations": [],
+        }
+    return async_to_sync(read)()
+
+
+def _run(session_id: str, command: Any) -> Any:
+    try:
+        return async_to_sync(get_hub().service.dispatch)(session_id, command)
+    except InputError as exc:
+        raise _api_error(exc) from None
+
+
+class SessionListApi(generics.GenericAPIView):
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(session_list_for_user(user=request.user))
+        return self.get_paginated_response([session.to_dict() for session in page])
+
+    def post(self, request: Request) -> Response:
+        data = SessionCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            session = session_create(user=request.user, **data.validated_data)
+        except ChatError as exc:
+            raise _api_error(exc) from None
+        return Response(session.to_dict(), status=200)
+
+
+class SessionDetailApi(APIView):
+    def get(self, request: Request, session_id: str) -> Response:
+        session = _session(request, session_id)
+        return Response({**session.to_dict(), "snapshot": _snapshot(session)})
+
+    def patch(self, request: Request, session_id: str) -> Response:
+        session = _session(request, session_id)
+        data = SessionUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return Response(session_rename(session=session, title=data.validated_data["title"]).to_dict())
+
+    def delete(self, request: Request, session_id: str) -> Response:
+        session = _session(request, session_id)
+        if session.is_open:
+            async_to_sync(get_hub().close_session)(session.id)
+            session_close(session=session)
+        return Response({"session_id": session.id, "status": "closed"})
+
+
+class MessageListApi(APIView):
+    def get(self, request: Request, session_id: str) -> Response:
+        session = _session(request, session_id)
+        rows = list(message_list(session=session))
+        return Response({"results": [row.to_dict() for row in rows], "next": None})
+
+    def post(self, request: Request, session_id: str) -> Response:
+        session = _session(request, session_id, open_only=True)
+        data = MessageCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        if len(data.validated_data["content"]) > MAX_CONTENT:
+            raise ApiError(400, "too_long", f"Message content is longer than {MAX_CONTENT} characters.")
+        try:
+            ack = async_to_sync(message_submit)(session_id=session.id, **data.validated_data)
+        except InputError as exc:
+            raise _api_error(exc) from None
+        return Response(ack, status=202)
+
+
+class MessageSteerApi(APIView):
+    def post(self, request: Request, session_id: str, message_id: str) -> Response:
+        session = _session(request, session_id, open_only=True)
+        return Response(_run(session.id, Steer(message_id=message_id)))
+
+
+class MessageDetailApi(APIView):
+    def delete(self, request: Request, session_id: str, message_id: str) -> Response:
+        session = _session(request, session_id, open_only=True)
+        return Response(_run(session.id, Remove(message_id=message_id)))
+
+
+class CancelApi(APIView):
+    def post(self, request: Request, session_id: str) -> Response:
+        session = _session(request, session_id, open_only=True)
+        _run(session.id, Cancel())
+        return Response({"session_id": session.id, "status": "cancelled"})
+
+
+class ConfirmationApi(APIView):
+    def post(self, request: Request, session_id: str, confirmation_id: str) -> Response:
+        session = _session(request, session_id, open_only=True)
+        data = ConfirmationReplySerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        reply = ConfirmationReply(
+            confirmation_id=confirmation_id,
+            approved=data.validated_data["approved"],
+            option_id=data.validated_data.get("option_id"),
+        )
+        _run(session.id, reply)
+        body: dict[str, Any] = {"confirmation_id": confirmation_id, "approved": reply.approved}
+        if reply.option_id:
+            body["option_id"] = reply.option_id
+        return Response(body)
+
+
+class EventStreamApi(APIView):
+    """Server-Sent Events: the same events as the WebSocket, `id:` = seq, replay with ?since= or Last-Event-ID."""
+
+    def get(self, request: Request, session_id: str) -> StreamingHttpResponse:
+        session = _session(request, session_id)
+        since_raw = request.query_params.get("since") or request.headers.get("Last-Event-ID")
+        try:
+            since = int(since_raw) if since_raw is not None else None
+        except ValueError:
+            raise ApiError(400, "invalid", "since must be an integer event seq.") from None
+        response = StreamingHttpResponse(_sse(session.id, since), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+
+
+def _sse_frame(event: dict[str, Any]) -> str:
+    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=str)
+    seq = event.get("seq")
+    head = f"id: {seq}\n" if seq is not None else ""
+    return f"{head}event: {event['type']}\ndata: {data}\n\n"
+
+
+async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
+    hub = get_hub()
+    controller = await hub.controller(session_id)
+    log = hub.log(session_id)
+    queue, snapshot = controller.subscribe()
+    backlog = log.replay(since) if since is not None else []
+    last_seq = log.last_seq
+    try:
+        yield _sse_frame(
+            {"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": last_seq}
+        )
+        if backlog is None:
+            yield _sse_frame({"type": "resync", "snapshot": snapshot, "last_seq": last_seq})
+        else:
+            for event in backlog:
+                yield _sse_frame(event)
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            yield _sse_frame(event)
+    finally:
+        controller.unsubscribe(queue)

@@ -1,0 +1,202 @@
+"""The chat WebSocket: authenticate, validate frames, dispatch to the session service, send events.
+
+A thin adapter (STYLE.md): queue semantics live in the SessionController. Events of this process's
+sessions arrive on the controller's subscriber queue and are sent directly (no channel-layer hop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from agentsite.services import api_key_is_active
+from chat import frames
+from chat.controller import InputError
+from chat.exceptions import ChatError
+from chat.hub import control_group, get_hub, message_submit
+from chat.service import Cancel, ConfirmationReply, Remove, Steer
+from chat.services import session_get_open_for_user
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHORIZED = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_CLOSED = 4410
+CLOSE_TOO_BIG = 1009
+CLOSE_KEY_REVOKED = 4401
+
+
+def dumps(event: dict[str, Any]) -> str:
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    session_id: str
+    group: str | None = None
+    queue: asyncio.Queue[dict[str, Any]] | None = None
+    sender: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        await self.accept()
+        if self.scope.get("auth_error") or not self.scope["user"].is_authenticated:
+            message = (
+                self.scope.get("auth_error") or "Authentication required: pass ?api_key=<key> or log in."
+            )
+            await self._refuse("unauthorized", message, CLOSE_UNAUTHORIZED)
+            return
+        try:
+            await database_sync_to_async(session_get_open_for_user)(
+                user=self.scope["user"], session_id=self.session_id
+            )
+        except ChatError as exc:
+            close_code = CLOSE_CLOSED if exc.code == "session_closed" else CLOSE_NOT_FOUND
+            await self._refuse(
+                "closed" if exc.code == "session_closed" else "not_found", exc.message, close_code
+            )
+            return
+        hub = get_hub()
+        self.group = control_group(self.session_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        controller = await hub.controller(self.session_id)
+        log = hub.log(self.session_id)
+        # subscribe, last_seq and replay are read in one step (no await between), so nothing is missed or doubled.
+        self.queue, snapshot = controller.subscribe()
+        backlog = self._backlog(log)
+        hub.register(self.session_id, self)
+        await self.send(
+            dumps(
+                {
+                    "type": "connected",
+                    "session_id": self.session_id,
+                    "snapshot": snapshot,
+                    "last_seq": log.last_seq,
+                }
+            )
+        )
+        for event in backlog:
+            await self.send(dumps(event))
+        self.sender = asyncio.get_running_loop().create_task(self._send_events(self.queue))
+
+    def _backlog(self, log: Any) -> list[dict[str, Any]]:
+        since = self._since()
+        if since is None:
+            return []
+        replay = log.replay(since)
+        if replay is None:
+            controller = get_hub().service.peek(self.session_id)
+            snapshot = controller.snapshot() if controller is not None else None
+            return [{"type": "resync", "snapshot": snapshot, "last_seq": log.last_seq}]
+        return replay
+
+    def _since(self) -> int | None:
+        from urllib.parse import parse_qs
+
+        values = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("since")
+        if not values:
+            return None
+        try:
+            return max(int(values[0]), 0)
+        except ValueError:
+            return 0
+
+    async def _refuse(self, code: str, message: str, close_code: int) -> None:
+        await self.send(dumps({"type": "error", "data": {"code": code, "message": message}}))
+        await self.close(code=close_code)
+
+    async def _send_events(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+        while True:
+            event = await queue.get()
+            await self.send(dumps(event))
+
+    async def disconnect(self, code: int) -> None:
+        if self.sender is not None:
+            self.sender.cancel()
+            await asyncio.gather(self.sender, return_exceptions=True)
+            self.sender = None
+        hub = get_hub()
+        if self.queue is not None:
+            controller = hub.service.peek(self.session_id)
+            if controller is not None:
+                controller.unsubscribe(self.queue)
+            hub.unregister(self.session_id, self)
+            self.queue = None
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
+        if len(raw.encode("utf-8")) > settings.AGENTSITE_WS_MAX_FRAME_BYTES:
+            await self.close(code=CLOSE_TOO_BIG)
+            return
+        if self.queue is None:
+            return  # refused at connect; the close is on its way
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            logger.info("ignored a non-JSON frame on session %s", self.session_id)
+            return
+        if not isinstance(data, dict) or data.get("type") not in frames.KNOWN_TYPES:
+            logger.info("ignored a frame of unknown type on session %s", self.session_id)
+            return
+        if self.scope.get("api_key") and not await database_sync_to_async(api_key_is_active)(
+            self.scope["api_key"]
+        ):
+            await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
+            return
+        try:
+            frame = frames.parse_frame(data)
+        except frames.InvalidFrame as exc:
+            await self._error(exc.code, exc.message)
+            return
+        try:
+            await self._handle(frame)
+        except InputError as exc:
+            await self._error(exc.code, exc.message, message_id=exc.message_id)
+
+    async def _handle(self, frame: Any) -> None:
+        service = get_hub().service
+        match frame:
+            case frames.Ping():
+                await self.send(dumps({"type": "pong"}))
+            case frames.MessageFrame():
+                await message_submit(
+                    session_id=self.session_id,
+                    content=frame.content,
+                    message_id=frame.message_id,
+                    steer=frame.steer,
+                    config=frame.config.model_dump() if frame.config else None,
+                    approval_mode=frame.approval_mode,
+                    model=frame.model,
+                )
+            case frames.SteerFrame():
+                await service.dispatch(self.session_id, Steer(message_id=frame.message_id))
+            case frames.RemoveFrame():
+                await service.dispatch(self.session_id, Remove(message_id=frame.message_id))
+            case frames.CancelFrame():
+                await service.dispatch(self.session_id, Cancel())
+            case frames.ConfirmationReplyFrame():
+                await service.dispatch(
+                    self.session_id,
+                    ConfirmationReply(
+                        confirmation_id=frame.confirmation_id,
+                        approved=frame.approved,
+                        option_id=frame.option_id,
+                    ),
+                )
+
+    async def _error(self, code: str, message: str, *, message_id: str | None = None) -> None:
+        data: dict[str, Any] = {"code": code, "message": message}
+        if message_id is not None:
+            data["message_id"] = message_id
+        await self.send(dumps({"type": "error", "data": data}))
+
+    async def session_closed(self, event: dict[str, Any]) -> None:
+        """The session was deleted (on any process): tell this socket and close it."""
+        await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)

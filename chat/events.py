@@ -1,0 +1,94 @@
+"""Per-session event log: assigns `seq`, retains events for `?since=` replay, reaches other processes.
+
+Local sockets get events straight from the controller's subscriber queues (a direct send costs ~12 µs
+of CPU against ~200 µs for a channel-layer group_send, DESIGN.md §2); this log only numbers and keeps
+them. Seqs are reserved in blocks stored on the Session row, so they are never reused across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+SEQ_BLOCK = 1000
+UNSEQUENCED = frozenset({"pong", "error", "connected", "resync"})
+
+Reserve = Callable[[int], Awaitable[None]]
+Fanout = Callable[[dict[str, Any]], None]
+
+
+class EventLog:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        last_seq: int,
+        reserved: int,
+        reserve: Reserve | None = None,
+        retention: int = 2000,
+        fanout: Fanout | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.last_seq = last_seq
+        self._reserved = reserved
+        self._reserve = reserve
+        self._reserving: asyncio.Task[None] | None = None
+        self._retention = retention
+        self._fanout = fanout
+        self._events: deque[dict[str, Any]] = deque()
+        # Every seq above `_floor` that this process issued is still retained.
+        self._floor = last_seq
+        # seq of the `started` event of the active run and of the last finished one: never trimmed.
+        self._run_starts: deque[int] = deque(maxlen=2)
+
+    def publish(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.last_seq += 1
+        event["seq"] = self.last_seq
+        self._events.append(event)
+        if event.get("type") == "message_status" and event.get("status") == "started":
+            self._run_starts.append(self.last_seq)
+        self._trim()
+        self._maybe_reserve()
+        if self._fanout is not None:
+            self._fanout(event)
+        return event
+
+    def replay(self, since: int) -> list[dict[str, Any]] | None:
+        """Events with seq > since, or None when some of them are no longer retained (→ resync)."""
+        if since >= self.last_seq:
+            return []
+        if since < self._floor:
+            return None
+        return [event for event in self._events if event["seq"] > since]
+
+    def _trim(self) -> None:
+        protected = self._run_starts[0] if self._run_starts else self.last_seq + 1
+        while len(self._events) > self._retention and self._events[0]["seq"] < protected:
+            self._floor = self._events.popleft()["seq"]
+
+    def _maybe_reserve(self) -> None:
+        if self._reserve is None or self._reserving is not None:
+            return
+        if self.last_seq <= self._reserved - SEQ_BLOCK // 2:
+            return
+        target = self._reserved + SEQ_BLOCK
+        self._reserving = asyncio.get_running_loop().create_task(self._do_reserve(target))
+
+    async def _do_reserve(self, target: int) -> None:
+        try:
+            assert self._reserve is not None
+            await self._reserve(target)
+            self._reserved = target
+        except Exception:
+            logger.exception("could not reserve event seqs for session %s", self.session_id)
+        finally:
+            self._reserving = None
+
+    async def aclose(self) -> None:
+        if self._reserving is not None:
+            await asyncio.shield(self._reserving)

@@ -1,0 +1,110 @@
+"""Assistant text → safe HTML for the portal: markdown-it-py, then nh3 with an explicit allow-list.
+
+Model output is untrusted input (a prompt injection can make a model write anything), so the HTML is
+sanitised on the server and never trusted because of where it came from:
+
+- markdown-it-py renders CommonMark plus tables and strikethrough with raw HTML *off*: ``<script>``
+  or ``<iframe>`` typed in the text show up as text, they never become elements. Single newlines
+  become ``<br>``, as in every chat UI (model output relies on them).
+- Images become plain links to the image: an ``<img>`` would be fetched as soon as the page shows it,
+  which lets injected text send data to any server by URL without a click.
+- nh3 (ammonia) then keeps only the tags and attributes listed below, only http/https/mailto URLs
+  (plus relative ones), keeps a ``language-xxx`` class on ``<code>`` for the highlighter, and gives
+  every link ``rel="noopener noreferrer nofollow"`` and ``target="_blank"`` (leaving the page would
+  interrupt the live chat).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+
+__all__ = ["ALLOWED_TAGS", "render_markdown"]
+
+ALLOWED_TAGS = frozenset(
+    {
+        *("p", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "hr", "br"),
+        *("ul", "ol", "li", "pre", "code"),
+        *("table", "thead", "tbody", "tr", "th", "td"),
+        *("a", "em", "strong", "del", "s"),
+    }
+)
+_ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "code": {"class"},
+    "ol": {"start"},
+    "th": {"style"},
+    "td": {"style"},
+}
+# Dropped together with their content (the rest of a disallowed tag's text is kept as text).
+_DROP_WITH_CONTENT = {"script", "style", "iframe", "object", "embed", "template"}
+_LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,40}")
+
+
+def _linkify_available() -> bool:
+    """Bare URLs become links only when the optional linkify-it-py is installed."""
+    try:
+        import linkify_it  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _render_image_as_link(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    """``![alt](url)`` → ``<a href="url">alt</a>`` so that no image loads by itself."""
+    token = tokens[idx]
+    alt = renderer.renderInlineAsText(token.children or [], options, env)
+    src = str(token.attrGet("src") or "")
+    label = escapeHtml(alt or src or "image")
+    return f'<a href="{escapeHtml(src)}">{label}</a>'
+
+
+def _build_parser() -> MarkdownIt:
+    linkify = _linkify_available()
+    parser = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": linkify})
+    parser.enable(["table", "strikethrough", *(["linkify"] if linkify else [])])
+    parser.add_render_rule("image", _render_image_as_link)
+    return parser
+
+
+def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
+    """Keep only ``language-xxx`` classes on ``<code>``; every other allowed attribute as is."""
+    if tag == "code" and attribute == "class":
+        kept = [name for name in value.split() if _LANGUAGE_CLASS.fullmatch(name)]
+        return " ".join(kept) or None
+    return value
+
+
+def _build_cleaner() -> Any:
+    return nh3.Cleaner(
+        tags=set(ALLOWED_TAGS),
+        clean_content_tags=_DROP_WITH_CONTENT,
+        attributes=_ALLOWED_ATTRIBUTES,
+        attribute_filter=_keep_attribute,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+        set_tag_attribute_values={"a": {"target": "_blank"}},
+        filter_style_properties={"text-align"},
+        strip_comments=True,
+    )
+
+
+_PARSER = _build_parser()
+_CLEANER = _build_cleaner()
+
+
+def render_markdown(text: str) -> str:
+    """Render untrusted Markdown (assistant output) to HTML that is safe to insert into a page."""
+    if not text:
+        return ""
+    return str(_CLEANER.clean(_PARSER.render(text)))

@@ -1,0 +1,122 @@
+"""Chat sessions and their messages, including the durable pending queue.
+
+A user message row is written before it is acknowledged; its `queue_order` is its submission ordinal
+in the session, so a restored message goes back to its original position by ordering alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9:._-]{1,128}$"
+
+
+class Session(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open"
+        CLOSED = "closed"
+
+    id = models.CharField(primary_key=True, max_length=128)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
+    agent_name = models.CharField(max_length=64, default="default")
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    paused = models.BooleanField(default=False)
+    # Highest event seq that may have been handed out (events.py reserves seqs in blocks), so seqs are
+    # never reused across restarts.
+    seq_reserved = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["user", "-created_at"], name="chat_session_user_created")]
+
+    def __str__(self) -> str:
+        return self.title or self.id
+
+    @property
+    def is_open(self) -> bool:
+        return self.status == self.Status.OPEN
+
+    def mark_closed(self) -> None:
+        self.status = self.Status.CLOSED
+        self.closed_at = timezone.now()
+        self.paused = False
+        self.save(update_fields=["status", "closed_at", "paused", "updated_at"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.id,
+            "agent_name": self.agent_name,
+            "title": self.title,
+            "status": self.status,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+        SYSTEM = "system"
+
+    # User message states: pending (queued) → running → completed | cancelled | error | interrupted;
+    # pending → steered (handed to a turn) | removed; anything pending → closed when the session closes.
+    PENDING = "pending"
+    RUNNING = "running"
+    ACTIVE_STATES = (PENDING, RUNNING)
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    message_id = models.CharField(max_length=128)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    status = models.CharField(max_length=16, default="completed")
+    reply_to = models.CharField(max_length=128, blank=True)  # the user message whose turn wrote this row
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    queue_order = models.BigIntegerField(null=True, blank=True)
+    steer_requested = models.BooleanField(default=False)
+    config = models.JSONField(null=True, blank=True)
+    approval_mode = models.CharField(max_length=16, default="ask")
+    model = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # When the row entered the conversation the model sees: a user message when its turn starts or it is
+    # steered into a turn (not when it was queued), other rows when written. History is ordered by it.
+    entered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "message_id"], name="chat_message_unique_id"),
+        ]
+        indexes = [models.Index(fields=["session", "status"], name="chat_message_session_status")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "message_id": self.message_id,
+            "role": self.role,
+            "content": self.content,
+            "status": self.status,
+            "created_at": self.created_at.isoformat(),
+        }
+        if self.tool_calls:
+            data["tool_calls"] = self.tool_calls
+        if self.tool_call_id:
+            data["tool_call_id"] = self.tool_call_id
+        if self.usage:
+            data["usage"] = self.usage
+        if self.reply_to:
+            data["reply_to"] = self.reply_to
+        return data

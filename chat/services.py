@@ -1,0 +1,83 @@
+"""Writes and lookups for chat sessions. One access function per resource serves REST, WS and pages."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+
+from agents.models import DEFAULT_AGENT, Agent
+from agents.services import default_agent_ensure
+from chat.exceptions import AgentNotFound, SessionClosed, SessionExists, SessionNotFound
+from chat.models import SESSION_ID_PATTERN, Message, Session
+
+_SESSION_ID = re.compile(SESSION_ID_PATTERN)
+
+
+def session_id_is_valid(session_id: str) -> bool:
+    return bool(_SESSION_ID.fullmatch(session_id))
+
+
+def session_list_for_user(*, user: AbstractBaseUser) -> QuerySet[Session]:
+    return Session.objects.filter(user=user)
+
+
+def session_get_for_user(*, user: AbstractBaseUser, session_id: str) -> Session:
+    """The user's session; another user's session is reported exactly like a missing one."""
+    session = (
+        Session.objects.filter(id=session_id, user=user).first() if session_id_is_valid(session_id) else None
+    )
+    if session is None:
+        raise SessionNotFound(f"Session {session_id} not found")
+    return session
+
+
+def session_get_open_for_user(*, user: AbstractBaseUser, session_id: str) -> Session:
+    session = session_get_for_user(user=user, session_id=session_id)
+    if not session.is_open:
+        raise SessionClosed(f"Session {session_id} is closed")
+    return session
+
+
+def session_create(
+    *, user: AbstractBaseUser, agent_name: str = "default", title: str = "", session_id: str | None = None
+) -> Session:
+    if agent_name == DEFAULT_AGENT:
+        default_agent_ensure()  # "an agent named default always exists", even after a table flush
+    elif not Agent.objects.filter(name=agent_name).exists():
+        raise AgentNotFound(f"Agent {agent_name} not found")
+    session_id = session_id or str(uuid.uuid4())
+    try:
+        with transaction.atomic():
+            return Session.objects.create(id=session_id, user=user, agent_name=agent_name, title=title)
+    except IntegrityError:
+        raise SessionExists(f"Session {session_id} already exists") from None
+
+
+def session_rename(*, session: Session, title: str) -> Session:
+    session.title = title
+    session.save(update_fields=["title", "updated_at"])
+    return session
+
+
+def session_title_from_first_message(*, session_id: str, content: str) -> None:
+    """Give an untitled session the start of its first message as a title, as chat portals do."""
+    title = " ".join(content.split())[:60]
+    if title:
+        Session.objects.filter(id=session_id, title="").update(title=title)
+
+
+@transaction.atomic
+def session_close(*, session: Session) -> Session:
+    """Close the session's rows: the live controller is closed by the caller (SessionService)."""
+    Message.objects.filter(session=session, status__in=Message.ACTIVE_STATES).update(status="closed")
+    session.mark_closed()
+    return session
+
+
+def message_list(*, session: Session) -> QuerySet[Message]:
+    return Message.objects.filter(session=session, entered_at__isnull=False).order_by("entered_at", "id")

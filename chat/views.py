@@ -1,0 +1,39 @@
+"""Portal pages: the session list and the chat view (the socket does the rest, static/js/chat.js)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from agents.models import Agent
+from chat.exceptions import ChatError
+from chat.services import session_create, session_get_for_user, session_list_for_user
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    sessions = session_list_for_user(user=request.user)[:100]
+    return render(request, "chat/home.html", {"sessions": sessions, "agents": Agent.objects.all()})
+
+
+@login_required
+@require_POST
+def new_chat(request: HttpRequest) -> HttpResponse:
+    agent_name = request.POST.get("agent_name") or "default"
+    try:
+        session = session_create(user=request.user, agent_name=agent_name)
+    except ChatError as exc:
+        raise Http404(exc.message) from None
+    return redirect("portal:chat", session_id=session.id)
+
+
+@login_required
+def chat(request: HttpRequest, session_id: str) -> HttpResponse:
+    try:
+        session = session_get_for_user(user=request.user, session_id=session_id)
+    except ChatError:
+        raise Http404("Session not found") from None
+    sessions = session_list_for_user(user=request.user)[:100]
+    return render(request, "chat/chat.html", {"session": session, "sessions": sessions})

@@ -1,0 +1,474 @@
+"""The tool registry and the built-in tools, run for real against a temporary workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import jsonschema
+import pytest
+from pydantic import BaseModel
+
+from agents.tools import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolParams,
+    ToolRegistry,
+    registry,
+    resolve_in_workspace,
+)
+from agents.tools.base import json_schema_for
+from agents.tools.files import MAX_LIST_ENTRIES, MAX_READ_BYTES
+from agents.tools.shell import OUTPUT_CAP_BYTES
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def real_workspace(workspace: Path) -> str:
+    return os.path.realpath(workspace)
+
+
+@pytest.fixture
+def ctx(workspace: Path) -> ToolContext:
+    return ToolContext(workspace=workspace, session_id="session-1")
+
+
+async def call(ctx: ToolContext, name: str, arguments: dict[str, Any] | str) -> str:
+    """What the turn loop does with a model's tool call: parse, validate, run."""
+    tool, params = registry.parse(name, arguments)
+    return await tool.run(params, ctx)
+
+
+def process_state(pid: int) -> str | None:
+    """The /proc state letter of ``pid``; None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def process_alive(pid: int) -> bool:
+    """True while ``pid`` runs. SIGKILL takes effect within moments, so allow a short grace; a
+    zombie (dead, not yet reaped by a container's init) counts as gone."""
+    deadline = time.monotonic() + 1
+    while process_state(pid) not in {None, "Z", "X"}:
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def read_pid(path: Path) -> int | None:
+    text = path.read_text().strip() if path.exists() else ""
+    return int(text) if text else None
+
+
+async def wait_for_pid_file(path: Path) -> int:
+    for _ in range(200):
+        if (pid := read_pid(path)) is not None:
+            return pid
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{path} never appeared")
+
+
+# --- registry -------------------------------------------------------------------------------------
+
+
+def test_default_registry_holds_the_builtins_sorted_by_name() -> None:
+    assert [tool.name for tool in registry.all()] == [
+        "get_current_time",
+        "list_files",
+        "read_file",
+        "shell",
+        "write_file",
+    ]
+
+
+def test_builtin_risks_and_defaults_follow_the_protocol() -> None:
+    risks = {tool.name: (tool.risk, tool.default_enabled) for tool in registry.all()}
+    assert risks == {
+        "get_current_time": ("safe", True),
+        "list_files": ("safe", True),
+        "read_file": ("safe", True),
+        "write_file": ("dangerous", True),
+        "shell": ("dangerous", True),
+    }
+
+
+def test_registering_a_second_tool_with_the_same_name_is_refused() -> None:
+    own = ToolRegistry()
+    tool = registry.get("shell")
+    assert tool is not None
+    own.register(tool)
+    with pytest.raises(ValueError, match="already registered"):
+        own.register(tool)
+
+
+@pytest.mark.parametrize("tool", registry.all(), ids=lambda tool: tool.name)
+def test_every_tool_schema_is_a_valid_plain_object_schema(tool: Tool) -> None:
+    schema = tool.parameters()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) <= set(schema["properties"])
+    text = json.dumps(schema)
+    assert "$defs" not in text and "$ref" not in text and '"title"' not in text and "anyOf" not in text
+    spec = tool.openai_spec()
+    assert spec == {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+    }
+
+
+def test_schema_inlines_nested_models_and_keeps_a_field_called_title() -> None:
+    class Inner(ToolParams):
+        depth: int
+
+    class Outer(ToolParams):
+        title: str
+        inner: Inner | None = None
+
+    schema = json_schema_for(Outer)
+    assert schema["properties"]["title"] == {"type": "string"}
+    assert schema["properties"]["inner"]["properties"] == {"depth": {"type": "integer"}}
+    assert schema["required"] == ["title"]
+    assert "$defs" not in json.dumps(schema)
+
+
+def test_unknown_tool_is_a_tool_error_naming_the_available_tools() -> None:
+    with pytest.raises(ToolError, match=r"Unknown tool 'rm_everything'.*get_current_time, list_files"):
+        registry.parse("rm_everything", "{}")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "must be a JSON object, not list"),
+        ('"ls"', "must be a JSON object, not str"),
+    ],
+)
+def test_arguments_that_are_not_a_json_object_are_refused_clearly(raw: str, message: str) -> None:
+    with pytest.raises(ToolError, match=message):
+        registry.parse("shell", raw)
+
+
+def test_empty_arguments_mean_no_arguments() -> None:
+    tool, params = registry.parse("get_current_time", "")
+    assert tool.name == "get_current_time"
+    assert params.model_dump() == {"timezone": None}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({}, r"Invalid arguments for tool 'shell': command: Field required"),
+        ({"command": 42}, r"command: Input should be a valid string"),
+        (
+            {"command": "ls", "timeout_seconds": 601},
+            r"timeout_seconds: Input should be less than or equal to 600",
+        ),
+        (
+            {"command": "ls", "timeout_seconds": 0},
+            r"timeout_seconds: Input should be greater than or equal to 1",
+        ),
+        ({"command": "ls", "cwd": "/"}, r"cwd: unknown argument"),
+        ({"command": ""}, r"command: String should have at least 1 character"),
+    ],
+)
+def test_validation_errors_name_the_field_and_the_reason(arguments: dict[str, Any], message: str) -> None:
+    with pytest.raises(ToolError, match=message):
+        registry.parse("shell", json.dumps(arguments))
+
+
+def test_dict_arguments_are_validated_like_json_ones() -> None:
+    _, params = registry.parse("shell", {"command": "ls", "timeout_seconds": 5})
+    assert params.model_dump() == {"command": "ls", "timeout_seconds": 5}
+
+
+def test_confirmation_summaries_show_what_will_happen() -> None:
+    shell, shell_params = registry.parse("shell", {"command": "make test"})
+    write, write_params = registry.parse("write_file", {"path": "a.txt", "content": "hello"})
+    assert shell.describe(shell_params) == "make test"
+    assert write.describe(write_params) == "write 5 characters to a.txt"
+
+
+# --- workspace confinement ------------------------------------------------------------------------
+
+
+def test_paths_inside_the_workspace_resolve_even_through_inner_dotdot(workspace: Path) -> None:
+    (workspace / "a").mkdir()
+    assert resolve_in_workspace(workspace, "a/../b.txt") == workspace.resolve() / "b.txt"
+    assert resolve_in_workspace(workspace, ".") == workspace.resolve()
+
+
+@pytest.mark.parametrize(
+    "path", ["../outside.txt", "a/../../outside.txt", "/etc/passwd", "~/x", "..", "x\x00y"]
+)
+def test_escaping_paths_are_refused(workspace: Path, path: str) -> None:
+    with pytest.raises(ToolError):
+        resolve_in_workspace(workspace, path)
+
+
+async def test_read_file_refuses_dotdot_and_absolute_paths(ctx: ToolContext, workspace: Path) -> None:
+    (workspace.parent / "secret.txt").write_text("top secret")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(ctx, "read_file", {"path": "../secret.txt"})
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(ctx, "read_file", {"path": str(workspace.parent / "secret.txt")})
+
+
+async def test_read_file_refuses_a_symlink_to_etc_passwd(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "passwd").symlink_to("/etc/passwd")
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(ctx, "read_file", {"path": "passwd"})
+
+
+async def test_file_tools_refuse_a_symlinked_directory_pointing_out(
+    ctx: ToolContext, workspace: Path
+) -> None:
+    outside = workspace.parent / "outside"
+    outside.mkdir()
+    (workspace / "etc").symlink_to("/etc")
+    (workspace / "out").symlink_to(outside)
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(ctx, "read_file", {"path": "etc/passwd"})
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(ctx, "list_files", {"path": "etc"})
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(ctx, "write_file", {"path": "out/new/planted.txt", "content": "x"})
+    assert list(outside.iterdir()) == []
+
+
+async def test_write_file_refuses_a_dangling_symlink_pointing_out(ctx: ToolContext, workspace: Path) -> None:
+    target = workspace.parent / "planted.txt"
+    (workspace / "note.txt").symlink_to(target)
+    with pytest.raises(ToolError, match="outside the workspace"):
+        await call(ctx, "write_file", {"path": "note.txt", "content": "x"})
+    assert not target.exists()
+
+
+async def test_symlinks_that_stay_inside_the_workspace_work(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "real.txt").write_text("inside")
+    (workspace / "alias.txt").symlink_to(workspace / "real.txt")
+    assert await call(ctx, "read_file", {"path": "alias.txt"}) == "inside"
+
+
+# --- get_current_time -----------------------------------------------------------------------------
+
+
+async def test_current_time_defaults_to_utc(ctx: ToolContext) -> None:
+    output = await call(ctx, "get_current_time", {})
+    stamp = datetime.fromisoformat(output.split(" ")[0])
+    assert stamp.utcoffset() is not None and stamp.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+    assert abs((datetime.now(UTC) - stamp).total_seconds()) < 5
+    assert output.endswith(", UTC)")
+
+
+async def test_current_time_in_an_iana_zone_has_that_zones_offset(ctx: ToolContext) -> None:
+    output = await call(ctx, "get_current_time", {"timezone": "Asia/Kolkata"})
+    stamp = datetime.fromisoformat(output.split(" ")[0])
+    assert stamp.utcoffset() == datetime.now(ZoneInfo("Asia/Kolkata")).utcoffset()
+    assert "Asia/Kolkata" in output
+
+
+@pytest.mark.parametrize("zone", ["Mars/Olympus", "../../etc/passwd", "Europe"])
+async def test_an_unknown_time_zone_is_a_tool_error(ctx: ToolContext, zone: str) -> None:
+    with pytest.raises(ToolError, match="Unknown time zone"):
+        await call(ctx, "get_current_time", {"timezone": zone})
+
+
+# --- list_files -----------------------------------------------------------------------------------
+
+
+async def test_list_files_shows_sorted_entries_with_type_and_size(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "b.txt").write_text("hello")
+    (workspace / "a_dir").mkdir()
+    (workspace / "c_link").symlink_to("/etc")
+    output = await call(ctx, "list_files", {})
+    assert output.splitlines() == [
+        "Contents of '.' (3 entries):",
+        "directory  a_dir/",
+        "file       b.txt (5 bytes)",
+        "symlink    c_link",
+    ]
+
+
+async def test_list_files_of_a_subfolder_and_of_an_empty_one(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "sub" / "empty").mkdir(parents=True)
+    assert "directory  empty/" in await call(ctx, "list_files", {"path": "sub"})
+    assert await call(ctx, "list_files", {"path": "sub/empty"}) == "'sub/empty' is empty."
+
+
+async def test_list_files_is_capped_with_a_note(ctx: ToolContext, workspace: Path) -> None:
+    for index in range(MAX_LIST_ENTRIES + 7):
+        (workspace / f"f{index:04d}").touch()
+    lines = (await call(ctx, "list_files", {})).splitlines()
+    assert lines[0] == f"Contents of '.' ({MAX_LIST_ENTRIES + 7} entries):"
+    assert len(lines) == MAX_LIST_ENTRIES + 2
+    assert lines[-1] == "[... 7 more entries not shown]"
+
+
+async def test_list_files_of_a_missing_folder_or_a_file_is_a_tool_error(
+    ctx: ToolContext, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text("x")
+    with pytest.raises(ToolError, match="no directory 'nope'"):
+        await call(ctx, "list_files", {"path": "nope"})
+    with pytest.raises(ToolError, match="is a file"):
+        await call(ctx, "list_files", {"path": "a.txt"})
+
+
+# --- read_file ------------------------------------------------------------------------------------
+
+
+async def test_read_file_returns_the_text(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "notes.md").write_text("héllo\nwörld\n", encoding="utf-8")
+    assert await call(ctx, "read_file", {"path": "notes.md"}) == "héllo\nwörld\n"
+
+
+async def test_read_file_truncates_big_files_with_a_note(ctx: ToolContext, workspace: Path) -> None:
+    # A two-byte character straddles the cap: it is dropped, not turned into an error.
+    content = "a" * (MAX_READ_BYTES - 1) + "é" + "b" * 1000
+    (workspace / "big.txt").write_text(content, encoding="utf-8")
+    output = await call(ctx, "read_file", {"path": "big.txt"})
+    text, note = output.split("\n[truncated: ", 1)
+    assert text == "a" * (MAX_READ_BYTES - 1)
+    size = len(content.encode())
+    assert note.startswith(f"showing the first {MAX_READ_BYTES} of {size} bytes of 'big.txt'")
+
+
+@pytest.mark.parametrize("data", [b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", b"caf\xe9 latin-1"])
+async def test_read_file_refuses_binary_content(ctx: ToolContext, workspace: Path, data: bytes) -> None:
+    (workspace / "blob").write_bytes(data)
+    with pytest.raises(ToolError, match="read_file only reads text"):
+        await call(ctx, "read_file", {"path": "blob"})
+
+
+async def test_read_file_of_a_folder_or_missing_file_is_a_tool_error(
+    ctx: ToolContext, workspace: Path
+) -> None:
+    (workspace / "dir").mkdir()
+    with pytest.raises(ToolError, match="is a directory"):
+        await call(ctx, "read_file", {"path": "dir"})
+    with pytest.raises(ToolError, match=r"no file 'missing\.txt'"):
+        await call(ctx, "read_file", {"path": "missing.txt"})
+
+
+# --- write_file -----------------------------------------------------------------------------------
+
+
+async def test_write_file_creates_parent_folders(ctx: ToolContext, workspace: Path) -> None:
+    output = await call(ctx, "write_file", {"path": "src/pkg/mod.py", "content": "x = 'é'\n"})
+    assert (workspace / "src" / "pkg" / "mod.py").read_text(encoding="utf-8") == "x = 'é'\n"
+    assert output == "Wrote 9 bytes to 'src/pkg/mod.py'."
+
+
+async def test_write_file_overwrites_and_refuses_a_folder(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "a.txt").write_text("old content")
+    await call(ctx, "write_file", {"path": "a.txt", "content": "new"})
+    assert (workspace / "a.txt").read_text() == "new"
+    (workspace / "dir").mkdir()
+    with pytest.raises(ToolError, match="is a directory"):
+        await call(ctx, "write_file", {"path": "dir", "content": "x"})
+
+
+# --- shell ----------------------------------------------------------------------------------------
+
+
+async def test_shell_runs_in_the_workspace_and_reports_the_exit_code(
+    ctx: ToolContext, real_workspace: str
+) -> None:
+    output = await call(ctx, "shell", {"command": "pwd; echo oops >&2; exit 3"})
+    assert output == f"{real_workspace}\noops\n\n[exit code: 3]"
+
+
+async def test_shell_success_with_no_output(ctx: ToolContext) -> None:
+    assert await call(ctx, "shell", {"command": "true"}) == "(no output)\n[exit code: 0]"
+
+
+async def test_shell_environment_holds_no_server_secrets(
+    ctx: ToolContext, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-leak")
+    monkeypatch.setenv("SECRET_KEY", "django-leak")
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:leak@db/x")
+    output = await call(ctx, "shell", {"command": "env"})
+    assert "leak" not in output
+    variables = dict(line.split("=", 1) for line in output.splitlines()[:-1] if "=" in line)
+    assert set(variables) <= {"PATH", "HOME", "LANG", "TERM", "PWD", "SHLVL", "_", "OLDPWD"}
+    assert variables["HOME"] == str(workspace)
+    assert variables["TERM"] == "dumb"
+
+
+async def test_shell_output_is_capped_keeping_head_and_tail(ctx: ToolContext) -> None:
+    output = await call(ctx, "shell", {"command": "seq 1 100000"})
+    total = len("\n".join(str(n) for n in range(1, 100001)).encode()) + 1
+    assert output.startswith("1\n2\n3\n")
+    assert output.endswith("99999\n100000\n\n[exit code: 0]")
+    assert "bytes omitted; showing the first 49152 and the last 16384 bytes]" in output
+    assert f"of {total} bytes omitted" in output
+    assert len(output.encode()) < OUTPUT_CAP_BYTES + 500
+
+
+async def test_shell_output_that_is_not_utf8_is_replaced_not_fatal(ctx: ToolContext) -> None:
+    assert await call(ctx, "shell", {"command": r"printf 'a\377b'"}) == "a\ufffdb\n[exit code: 0]"
+
+
+async def test_shell_timeout_kills_the_whole_process_group(ctx: ToolContext, workspace: Path) -> None:
+    command = "sleep 30 & echo $! > child.pid; echo started; sleep 30"
+    started = time.monotonic()
+    with pytest.raises(ToolError, match=r"timed out after 1 s.*\nstarted") as caught:
+        await call(ctx, "shell", {"command": command, "timeout_seconds": 1})
+    assert time.monotonic() - started < 5
+    assert "killed with every process it started" in str(caught.value)
+    assert not process_alive(int((workspace / "child.pid").read_text()))
+
+
+async def test_shell_background_jobs_do_not_outlive_the_command(ctx: ToolContext, workspace: Path) -> None:
+    started = time.monotonic()
+    output = await call(ctx, "shell", {"command": "sleep 30 & echo $! > child.pid; echo done"})
+    assert output == "done\n\n[exit code: 0]"
+    assert time.monotonic() - started < 5
+    assert not process_alive(int((workspace / "child.pid").read_text()))
+
+
+async def test_cancelling_a_running_shell_call_kills_its_processes(ctx: ToolContext, workspace: Path) -> None:
+    task = asyncio.create_task(call(ctx, "shell", {"command": "sleep 30 & echo $! > child.pid; wait"}))
+    child = await wait_for_pid_file(workspace / "child.pid")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not process_alive(child)
+
+
+async def test_shell_refuses_always_refused_commands_itself(ctx: ToolContext) -> None:
+    # Harmless even if the check failed: neither program nor path exists.
+    for command in ["rm -rf --no-preserve-root /agentsite-nonexistent", "mkfs.agentsite-test x"]:
+        tool, params = registry.parse("shell", {"command": command})
+        assert tool.refusal_reason(params) is not None
+        with pytest.raises(ToolError, match=r"^Refused: "):
+            await tool.run(params, ctx)
+
+
+def test_params_models_forbid_unknown_fields() -> None:
+    for tool in registry.all():
+        assert tool.Params.model_config.get("extra") == "forbid", tool.name
+        assert issubclass(tool.Params, BaseModel)
+
+
+def test_process_alive_helper_sees_a_running_process() -> None:
+    assert process_alive(os.getpid())

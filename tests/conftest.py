@@ -1,0 +1,65 @@
+"""Shared fixtures: personas (alice, bob, charlie), API keys, and a clean live-session hub per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from tests import factories
+
+
+def services_required() -> bool:
+    return os.environ.get("AGENTSITE_REQUIRE_SERVICES", "").lower() in {"1", "true", "yes", "on"}
+
+
+@pytest.fixture
+def alice(db: Any) -> Any:
+    return factories.user("alice")
+
+
+@pytest.fixture
+def bob(db: Any) -> Any:
+    return factories.user("bob")
+
+
+@pytest.fixture
+def staff(db: Any) -> Any:
+    return factories.user("charlie", is_staff=True)
+
+
+@pytest.fixture
+def alice_key(alice: Any) -> str:
+    return factories.api_key(alice)
+
+
+@pytest.fixture
+def bob_key(bob: Any) -> str:
+    return factories.api_key(bob)
+
+
+@pytest.fixture
+def staff_key(staff: Any) -> str:
+    return factories.api_key(staff)
+
+
+@pytest.fixture
+def api(client: Any) -> Iterator[Any]:
+    """Django's test client speaking JSON with a bearer key: api(key).post(path, body)."""
+
+    def make(key: str | None) -> factories.JsonClient:
+        return factories.JsonClient(client, key)
+
+    yield make
+
+
+@pytest.fixture(autouse=True)
+async def fresh_hub() -> AsyncIterator[None]:
+    """Each test gets its own live sessions (controllers are bound to the test's event loop)."""
+    from chat.hub import reset_hub
+
+    await reset_hub()
+    yield
+    await reset_hub()

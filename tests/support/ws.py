@@ -1,0 +1,53 @@
+"""Helpers for driving the real ASGI application with Channels' WebsocketCommunicator."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.testing import WebsocketCommunicator
+
+from agentsite.asgi import application
+
+TIMEOUT = 5
+
+
+async def connect(
+    session_id: str, *, key: str | None = None, since: int | None = None, headers: list[tuple[bytes, bytes]] | None = None
+) -> tuple[WebsocketCommunicator, dict[str, Any]]:
+    """Open a socket and return it with the first frame the server sent (connected or error)."""
+    query = []
+    if key is not None:
+        query.append(f"api_key={key}")
+    if since is not None:
+        query.append(f"since={since}")
+    path = f"/api/v1/chat/ws/{session_id}" + (f"?{'&'.join(query)}" if query else "")
+    communicator = WebsocketCommunicator(application, path, headers=headers or [])
+    connected, _ = await communicator.connect(timeout=TIMEOUT)
+    assert connected, "the server must accept the socket before it answers"
+    first = await communicator.receive_json_from(timeout=TIMEOUT)
+    return communicator, first
+
+
+async def receive_until(
+    communicator: WebsocketCommunicator, kind: str, *, status: str | None = None, timeout: float = TIMEOUT
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Read frames until one of `kind` (and `status`) arrives; return it and everything read before it."""
+    seen: list[dict[str, Any]] = []
+    while True:
+        frame = await communicator.receive_json_from(timeout=timeout)
+        if frame["type"] == kind and (
+            status is None or frame.get("status") == status or frame.get("data", {}).get("status") == status
+        ):
+            return frame, seen
+        seen.append(frame)
+
+
+async def send(communicator: WebsocketCommunicator, frame: dict[str, Any]) -> None:
+    await communicator.send_to(text_data=json.dumps(frame))
+
+
+async def closed_with(communicator: WebsocketCommunicator) -> int | None:
+    output = await communicator.receive_output(timeout=TIMEOUT)
+    assert output["type"] == "websocket.close", output
+    return output.get("code")
