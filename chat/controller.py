@@ -138,7 +138,7 @@ class SessionController:
         self._lease = lease
         self._store = store
         self._publish = publish or counting_publish()
-        self._on_turn_change = on_turn_change
+        self.on_turn_change = on_turn_change  # public: the service attaches its counter when unset
         self.pending: list[PendingItem] = sorted(pending, key=_order_key)
         for item in self.pending:
             item.steer_requested = False  # deferred steers belonged to a turn that no longer exists
@@ -399,8 +399,8 @@ class SessionController:
         self.active_task = asyncio.create_task(
             self._run_turn(item), name=f"turn:{self.session_id}:{item.request.message_id}"
         )
-        if self._on_turn_change is not None:
-            self._on_turn_change(1)
+        if self.on_turn_change is not None:
+            self.on_turn_change(1)
         self._emit({"type": "message_status", "message_id": item.request.message_id, "status": "started"})
 
     async def _start_head_if_idle(self) -> None:
@@ -532,8 +532,8 @@ class SessionController:
         self.active_stream = None
         self.active_task = None
         self._cancellable = False
-        if had_task and self._on_turn_change is not None:
-            self._on_turn_change(-1)
+        if had_task and self.on_turn_change is not None:
+            self.on_turn_change(-1)
 
     def _abandon_turn(self) -> None:
         """Last resort when a turn cannot finish normally: forget it so the session is not stuck."""

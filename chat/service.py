@@ -79,7 +79,7 @@ class SessionService:
             yield
 
     def on_turn_change(self, delta: int) -> None:
-        """Controllers report +1 when a turn starts and -1 when it ends (pass it to custom factories)."""
+        """Controllers report +1 when a turn starts and -1 when it ends (attached to every controller)."""
         self.active_turns += delta
 
     async def get_controller(self, session_id: str) -> SessionController:
@@ -97,6 +97,8 @@ class SessionService:
     async def _load(self, session_id: str) -> SessionController:
         try:
             controller = await self._factory(session_id, self)
+            if controller.on_turn_change is None:
+                controller.on_turn_change = self.on_turn_change
             self.controllers[session_id] = controller
             return controller
         finally:

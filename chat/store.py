@@ -41,7 +41,12 @@ class DjangoQueueStore:
         request = item.request
         updated = Message.objects.filter(
             session_id=self.session_id, message_id=request.message_id, role=Message.Role.USER
-        ).update(status=status, steer_requested=item.steer_requested, queue_order=item.order)
+        ).update(
+            status=status,
+            steer_requested=item.steer_requested,
+            # order < 0 marks a placeholder (interrupt_stored_turn): keep the stored position
+            **({"queue_order": item.order} if item.order >= 0 else {}),
+        )
         if updated and status in ENTERS_HISTORY:
             Message.objects.filter(
                 session_id=self.session_id, message_id=request.message_id, entered_at__isnull=True

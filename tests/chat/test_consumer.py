@@ -11,7 +11,7 @@ from chat.hub import get_hub
 from tests import factories
 from tests.support.ws import closed_with, connect, receive_until, send
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]
 
 
 @pytest.fixture

@@ -159,7 +159,7 @@ async def test_dispatch_runs_each_command_on_that_sessions_controller(
     assert controller.paused and service.active_turns == 0
 
 
-async def test_a_custom_factory_injects_store_and_publish_and_still_counts_turns(
+async def test_a_custom_factory_injects_store_and_publish_and_the_service_still_counts_turns(
     runtime: ScriptedRuntime,
 ) -> None:
     store = RecordingStore()
@@ -171,7 +171,6 @@ async def test_a_custom_factory_injects_store_and_publish_and_still_counts_turns
             lease=service.lease,
             store=store,
             publish=store.publish,
-            on_turn_change=service.on_turn_change,
         )
 
     service = SessionService(runtime=runtime, controller_factory=factory)

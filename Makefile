@@ -1,0 +1,71 @@
+# agentsite: `make run` serves the portal on http://127.0.0.1:8000, `make test` runs the whole suite.
+# Both set everything up first: a .venv made with a Python >= 3.12 found here (PYTHON=..., python3.13,
+# python3.12, pyenv's versions, python3), the project installed into it, the database migrated.
+
+SHELL := /bin/bash
+VENV := .venv
+VPY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
+SERVICES_REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: run test test-services setup lint bench clean
+
+define find_python
+for candidate in "$$PYTHON" python3.13 python3.12 \
+    $$(ls -d "$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)"/versions/3.1[3-9]*/bin/python 2>/dev/null | sort -rV) \
+    $$(ls -d "$$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)"/versions/3.12*/bin/python 2>/dev/null | sort -rV) \
+    python3 python; do \
+  [ -n "$$candidate" ] || continue; \
+  if command -v "$$candidate" >/dev/null 2>&1 && "$$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then \
+    command -v "$$candidate"; exit 0; \
+  fi; \
+done; exit 1
+endef
+
+$(VPY):
+	@py=$$( $(find_python) ) || { \
+	  echo "agentsite needs Python 3.12 or newer (Django 6), and none was found." >&2; \
+	  echo "Install one, e.g. 'pyenv install 3.13' or your system's python3.13 package (with venv)," >&2; \
+	  echo "or point PYTHON at it: make run PYTHON=/path/to/python3.13" >&2; exit 1; }; \
+	echo "Creating $(VENV) with $$py ($$($$py --version))"; \
+	"$$py" -m venv $(VENV)
+
+$(VENV)/.installed: $(VPY) pyproject.toml
+	$(VPY) -m pip install --quiet --upgrade pip
+	$(VPY) -m pip install --quiet -e '.[test]'
+	@touch $@
+
+setup: $(VENV)/.installed
+	@mkdir -p var
+
+run: setup
+	DEBUG=$${DEBUG:-true} $(VPY) manage.py migrate --noinput
+	DEBUG=$${DEBUG:-true} $(VPY) manage.py serve --host $(HOST) --port $(PORT)
+
+# The whole suite on SQLite + the in-memory layer, then the service-backed tests on Postgres + Redis.
+test: setup
+	$(VPY) -m pytest
+	$(MAKE) --no-print-directory test-services
+
+# WebSocket, queue and multi-process tests again on Postgres + channels-redis, when they answer.
+# With AGENTSITE_REQUIRE_SERVICES=1 (CI) an unreachable service is a failure, not a skip.
+test-services: setup
+	@if $(VPY) -m tests.support.services "$(POSTGRES_URL)" "$(SERVICES_REDIS_URL)"; then \
+	  DATABASE_URL="$(POSTGRES_URL)" REDIS_URL="$(SERVICES_REDIS_URL)" $(VPY) -m pytest -m services_rerun; \
+	elif [ "$${AGENTSITE_REQUIRE_SERVICES:-0}" = "1" ]; then \
+	  echo "AGENTSITE_REQUIRE_SERVICES=1 but Postgres/Redis do not answer" >&2; exit 1; \
+	else \
+	  echo "Postgres/Redis not reachable: skipping the service-backed test run"; \
+	fi
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: setup
+	$(VPY) bench/ws_load.py
+
+clean:
+	rm -rf $(VENV) var/test
