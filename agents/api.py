@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from rest_framework import generics
+from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.errors import ApiError
-from agentsite.permissions import IsStaffOrReadOnly
 from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
 from agents.serializers import ActiveModelSerializer, AgentSerializer, ProviderSerializer
+from agents.services import tool_items_for, tool_set_enabled
+from agentsite.errors import ApiError
+from agentsite.permissions import IsStaffOrReadOnly
+from chat.serializers import StrictBooleanField
 
 
 class AgentListApi(generics.ListCreateAPIView):
@@ -92,7 +94,10 @@ class ProviderTestApi(APIView):
         if provider is None:
             raise ApiError(404, "not_found", f"Provider {pk} not found.")
         client = OpenAIModelClient(
-            base_url=provider.base_url, api_key=provider.api_key, provider_name=provider.name, timeout=10.0,
+            base_url=provider.base_url,
+            api_key=provider.api_key,
+            provider_name=provider.name,
+            timeout=10.0,
             max_retries=0,
         )
         try:
@@ -100,3 +105,39 @@ class ProviderTestApi(APIView):
         except ModelError as exc:
             return Response({"ok": False, "error": {"code": exc.code, "message": exc.message}, "models": []})
         return Response({"ok": True, "models": models})
+
+
+class _AgentToolsBase(APIView):
+    permission_classes = [IsStaffOrReadOnly]
+
+    def _agent(self, name: str) -> Agent:
+        agent = Agent.objects.filter(name=name).first()
+        if agent is None:
+            raise ApiError(404, "not_found", f"Agent {name} not found.")
+        return agent
+
+    def _set(self, name: str, tool: str, enabled: bool | None) -> Response:
+        try:
+            return Response(tool_set_enabled(agent=self._agent(name), tool_name=tool, enabled=enabled))
+        except LookupError:
+            raise ApiError(404, "not_found", f"Tool {tool} not found.") from None
+
+
+class AgentToolListApi(_AgentToolsBase):
+    def get(self, request: Request, name: str) -> Response:
+        return Response(tool_items_for(agent=self._agent(name)))
+
+
+class AgentToolToggleApi(_AgentToolsBase):
+    def patch(self, request: Request, name: str, tool: str) -> Response:
+        return self._set(name, tool, None)
+
+
+class AgentToolApi(_AgentToolsBase):
+    class InputSerializer(serializers.Serializer):
+        enabled = StrictBooleanField()
+
+    def put(self, request: Request, name: str, tool: str) -> Response:
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        return self._set(name, tool, data.validated_data["enabled"])

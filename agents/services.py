@@ -92,3 +92,40 @@ def default_agent_ensure() -> Agent:
         name=DEFAULT_AGENT, defaults={"description": "General-purpose assistant."}
     )
     return agent
+
+
+def tool_items_for(*, agent: Agent) -> list[dict[str, object]]:
+    """`GET /agents/{name}/tools`: every registered tool with this agent's switch."""
+    from agents.models import ToolSetting
+    from agents.tools import registry
+
+    switches = dict(ToolSetting.objects.filter(agent=agent).values_list("tool", "enabled"))
+    return [
+        tool_item(tool=tool, enabled=switches.get(tool.name, tool.default_enabled)) for tool in registry.all()
+    ]
+
+
+def tool_item(*, tool: object, enabled: bool) -> dict[str, object]:
+    return {
+        "name": tool.name,  # type: ignore[attr-defined]
+        "description": tool.description,  # type: ignore[attr-defined]
+        "enabled": enabled,
+        "risk": tool.risk,  # type: ignore[attr-defined]
+        "parameters": tool.parameters(),  # type: ignore[attr-defined]
+    }
+
+
+@transaction.atomic
+def tool_set_enabled(*, agent: Agent, tool_name: str, enabled: bool | None) -> dict[str, object]:
+    """Set (or, with enabled=None, flip) one tool's switch for an agent. LookupError for an unknown tool."""
+    from agents.models import ToolSetting
+    from agents.tools import registry
+
+    tool = registry.get(tool_name)
+    if tool is None:
+        raise LookupError(tool_name)
+    setting = ToolSetting.objects.select_for_update().filter(agent=agent, tool=tool_name).first()
+    current = setting.enabled if setting is not None else tool.default_enabled
+    target = (not current) if enabled is None else enabled
+    ToolSetting.objects.update_or_create(agent=agent, tool=tool_name, defaults={"enabled": target})
+    return tool_item(tool=tool, enabled=target)

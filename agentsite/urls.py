@@ -17,6 +17,13 @@ api_v1 = [
     path("auth/keys/<str:key_id>", site_api.KeyDetailApi.as_view(), name="key-detail"),
     path("agents", agents_api.AgentListApi.as_view(), name="agents"),
     path("agents/<str:name>", agents_api.AgentDetailApi.as_view(), name="agent-detail"),
+    path("agents/<str:name>/tools", agents_api.AgentToolListApi.as_view(), name="agent-tools"),
+    path("agents/<str:name>/tools/<str:tool>", agents_api.AgentToolApi.as_view(), name="agent-tool"),
+    path(
+        "agents/<str:name>/tools/<str:tool>/toggle",
+        agents_api.AgentToolToggleApi.as_view(),
+        name="agent-tool-toggle",
+    ),
     path("providers", agents_api.ProviderListApi.as_view(), name="providers"),
     path("providers/active", agents_api.ProviderActiveApi.as_view(), name="provider-active"),
     path("providers/<str:pk>", agents_api.ProviderDetailApi.as_view(), name="provider-detail"),

@@ -524,8 +524,13 @@ class SessionController:
                 await self._save(pending, "pending")
 
     def _clear_active(self) -> None:
+        # A confirmation still open when its turn ends (cancel, close, failure) is over: every
+        # subscriber is told, so dialogs close and snapshots stay true.
         for confirmation_id in list(self._confirmations):
             self._mark_resolved(confirmation_id)
+            self._emit(
+                {"type": "confirmation_resolved", "confirmation_id": confirmation_id, "approved": False, "by": "cancel"}
+            )
         had_task = self.active_task is not None
         self.active_request = None
         self._active_item = None

@@ -2,30 +2,15 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from agentsite.fields import StrictBooleanField, StrictCharField, StrictRegexField
 from chat.frames import MAX_CONTENT_CHARS
 from chat.models import SESSION_ID_PATTERN
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """Only JSON true/false: "yes", 1 or "true" are refused (PROTOCOL: no type coercion)."""
-
-    def to_internal_value(self, data: object) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
-class StrictCharField(serializers.CharField):
-    def to_internal_value(self, data: object) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)
 
 
 class SessionCreateSerializer(serializers.Serializer):
     agent_name = StrictCharField(max_length=64, default="default")
     title = StrictCharField(max_length=200, allow_blank=True, default="")
-    session_id = serializers.RegexField(SESSION_ID_PATTERN, required=False, max_length=128)
+    session_id = StrictRegexField(SESSION_ID_PATTERN, required=False, max_length=128)
 
 
 class SessionUpdateSerializer(serializers.Serializer):

@@ -63,3 +63,22 @@ async def fresh_hub() -> AsyncIterator[None]:
     await reset_hub()
     yield
     await reset_hub()
+
+
+pytest_plugins = ["tests.support.fake_llm_fixtures"]
+
+
+@pytest.fixture
+def llm(fake_llm: Any, db: Any) -> Any:
+    """Make the fake LLM the site's default model, so real turns talk to it over HTTP."""
+    from agents.models import Provider, SiteDefault
+
+    provider = Provider.objects.create(
+        id="fake", name="Fake LLM", base_url=fake_llm.base_url, api_key="sk-fake", model_list=["fake-model"],
+        default_model="fake-model",
+    )
+    site = SiteDefault.load()
+    site.provider = provider
+    site.model = "fake-model"
+    site.save()
+    return fake_llm

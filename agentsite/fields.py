@@ -1,0 +1,28 @@
+"""Serializer fields that refuse type coercion (PROTOCOL: `"steer": "yes"` is an error, not True)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """Only JSON true/false: "yes", 1 or "true" are refused."""
+
+    def to_internal_value(self, data: object) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictCharField(serializers.CharField):
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+class StrictRegexField(serializers.RegexField):
+    def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
