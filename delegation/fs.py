@@ -1,0 +1,69 @@
+"""`fs/read_text_file` and `fs/write_text_file` for runners, served inside the workspace only.
+
+A runner runs with the workspace as its cwd and speaks in absolute paths; `confine_path` maps them
+onto the same confinement rule the file tools use. Anything outside becomes a JSON-RPC error that
+the runner sees, never a read or write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from acp import RequestError
+from acp.schema import ReadTextFileResponse, WriteTextFileResponse
+
+from agents.tools.base import ToolError
+from delegation.policy import confine_path
+
+INVALID_PARAMS = -32602
+NOT_FOUND = -32002
+INTERNAL_ERROR = -32603
+
+
+async def read_text_file(
+    workspace: Path, path: str, *, line: int | None = None, limit: int | None = None
+) -> ReadTextFileResponse:
+    """The text of a workspace file, optionally from 1-based `line` for at most `limit` lines."""
+    target = _confined(workspace, path)
+    try:
+        text = await asyncio.to_thread(target.read_text, encoding="utf-8")
+    except FileNotFoundError:
+        raise RequestError(NOT_FOUND, f"The file '{path}' does not exist.", {"path": path}) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        message = f"The file '{path}' cannot be read as text: {exc}"
+        raise RequestError(INTERNAL_ERROR, message, {"path": path}) from None
+    return ReadTextFileResponse(content=_slice_lines(text, line, limit))
+
+
+async def write_text_file(workspace: Path, path: str, content: str) -> WriteTextFileResponse:
+    """Write a workspace file, creating its folders (which the confinement keeps inside too)."""
+    target = _confined(workspace, path)
+    try:
+        await asyncio.to_thread(_write_text, target, content)
+    except OSError as exc:
+        message = f"The file '{path}' cannot be written: {exc}"
+        raise RequestError(INTERNAL_ERROR, message, {"path": path}) from None
+    return WriteTextFileResponse()
+
+
+def _confined(workspace: Path, path: str) -> Path:
+    try:
+        return confine_path(workspace, path)
+    except ToolError as exc:
+        raise RequestError(INVALID_PARAMS, str(exc), {"path": path}) from None
+
+
+def _slice_lines(text: str, line: int | None, limit: int | None) -> str:
+    """ACP's optional window: start at 1-based `line`, return at most `limit` lines."""
+    if line is None and limit is None:
+        return text
+    lines = text.splitlines(keepends=True)
+    start = max((line or 1) - 1, 0)
+    end = start + limit if limit is not None else None
+    return "".join(lines[start:end])
+
+
+def _write_text(target: Path, content: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content, encoding="utf-8")

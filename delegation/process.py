@@ -1,0 +1,210 @@
+"""The runner subprocess: spawn it in its own process group, drain its stderr, end the whole group.
+
+An ACP runner is third-party code that may start helpers of its own (node, shells, language servers).
+Running it as the leader of a fresh process group lets us signal everything it started at once, so
+closing a session never leaves an orphan behind. Plain asyncio, no Django.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+# The only variables a runner inherits from the server: enough to find programs and behave like a
+# terminal tool, never the server's secrets (API keys, SECRET_KEY, DATABASE_URL ...).
+BASE_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM")
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+STDOUT_LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC frame may carry a whole file
+STDERR_TAIL_BYTES = 8 * 1024
+
+
+class SpawnError(Exception):
+    """The runner could not be started at all (missing command, not executable, bad cwd)."""
+
+
+def build_runner_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """Return the minimal base environment plus the runner's own configured variables."""
+    env = {name: os.environ[name] for name in BASE_ENV_NAMES if name in os.environ}
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env.update(extra)
+    return env
+
+
+class StderrTail:
+    """Keeps the last bytes a runner wrote to stderr, for error messages; older bytes are dropped."""
+
+    def __init__(self, limit: int = STDERR_TAIL_BYTES) -> None:
+        self._limit = limit
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self.total_bytes = 0
+
+    def feed(self, chunk: bytes) -> None:
+        """Append a chunk, trimming from the front so at most `limit` bytes are kept."""
+        self.total_bytes += len(chunk)
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        while self._size - len(self._chunks[0]) >= self._limit:
+            self._size -= len(self._chunks.popleft())
+
+    def text(self) -> str:
+        """The kept tail, decoded leniently and cut to the limit."""
+        data = b"".join(self._chunks)[-self._limit :]
+        return data.decode("utf-8", errors="replace").strip()
+
+
+class RunnerProcess:
+    """Owns one runner child: its pipes, its stderr drain, and the shutdown of its process group."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.pid = process.pid
+        self.pgid = process.pid  # start_new_session=True makes the child its group's leader
+        self.stderr_tail = StderrTail()
+        self._drain_task = asyncio.create_task(self._drain_stderr(), name=f"acp-stderr-{self.pid}")
+
+    @classmethod
+    async def spawn(
+        cls, command: str, args: list[str], *, env: Mapping[str, str], cwd: Path
+    ) -> RunnerProcess:
+        """Start the runner in a new session (hence its own process group) with piped stdio."""
+        _check_workspace(cwd)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                command,
+                *args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=dict(env),
+                cwd=str(cwd),
+                start_new_session=True,
+                limit=STDOUT_LINE_LIMIT,
+            )
+        except FileNotFoundError as exc:
+            raise SpawnError(f"The runner command {command!r} was not found.") from exc
+        except PermissionError as exc:
+            raise SpawnError(f"The runner command {command!r} is not executable.") from exc
+        except OSError as exc:
+            raise SpawnError(f"The runner command {command!r} could not be started: {exc}.") from exc
+        return cls(process)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    async def _drain_stderr(self) -> None:
+        """Read stderr until EOF so a chatty runner never blocks on a full pipe."""
+        stream = self.process.stderr
+        assert stream is not None
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(65536):
+                self.stderr_tail.feed(chunk)
+
+    async def wait_exit(self, seconds: float) -> int | None:
+        """Wait up to `seconds` for the leader to exit; its exit code, or None if still running."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.process.wait()), seconds)
+        return self.process.returncode
+
+    async def terminate(
+        self, *, grace: float = 1.0, term_grace: float = 2.0, reap_timeout: float = 3.0
+    ) -> None:
+        """Close stdin, wait `grace`, SIGTERM the group, wait `term_grace`, SIGKILL the group.
+
+        Runs to completion even if the caller is cancelled, so a cancelled turn cannot leak a runner.
+        """
+        task = asyncio.ensure_future(self._terminate(grace, term_grace, reap_timeout))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            await task
+            raise
+
+    async def _terminate(self, grace: float, term_grace: float, reap_timeout: float) -> None:
+        self._close_stdin()
+        if self.returncode is None:
+            await self.wait_exit(grace)
+        if group_has_live_members(self.pgid):
+            _signal_group(self.pgid, signal.SIGTERM)
+            await _wait_until(lambda: not group_has_live_members(self.pgid), term_grace)
+        if group_has_live_members(self.pgid):
+            _signal_group(self.pgid, signal.SIGKILL)
+        await self.process.wait()
+        # Killed helpers may linger as zombies until init reaps them; wait so callers see a clean slate.
+        await _wait_until(lambda: not group_exists(self.pgid), reap_timeout)
+        await self._stop_drain()
+
+    def _close_stdin(self) -> None:
+        stdin = self.process.stdin
+        if stdin is not None and not stdin.is_closing():
+            with contextlib.suppress(Exception):
+                stdin.close()
+
+    async def _stop_drain(self) -> None:
+        """Give the drain a moment to collect the last stderr bytes, then stop it."""
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(self._drain_task), 0.5)
+        self._drain_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._drain_task
+
+
+def _check_workspace(cwd: Path) -> None:
+    if not cwd.is_dir():
+        raise SpawnError(f"The workspace folder {cwd} does not exist.")
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def group_exists(pgid: int) -> bool:
+    """True while any process (zombies included) is in the group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def group_has_live_members(pgid: int) -> bool:
+    """True while a non-zombie process is in the group (zombies cannot be signalled any further)."""
+    if not group_exists(pgid):
+        return False
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and _is_live_member(entry / "stat", pgid):
+            return True
+    return False
+
+
+def _is_live_member(stat_path: Path, pgid: int) -> bool:
+    try:
+        stat = stat_path.read_text()
+    except OSError:
+        return False
+    # Fields after the parenthesised command name: state ppid pgrp ...
+    fields = stat.rsplit(")", 1)[-1].split()
+    return len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X")
+
+
+async def _wait_until(predicate: Callable[[], bool], seconds: float, interval: float = 0.02) -> bool:
+    """Poll `predicate` until it is true or `seconds` pass; whether it became true."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not predicate():
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(interval)
+    return True
