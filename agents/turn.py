@@ -146,23 +146,28 @@ class AgentTurn:
             if event is None:
                 break
             yield event
-        if task.done() and not task.cancelled() and task.exception() is not None:
+        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
 
     async def result(self) -> TurnResult:
         """The outcome; waits for the loop to end. Raises what the loop raised on a bug."""
         task = self._start()
+        if task is None:
+            return self._cancelled_result()
         try:
             return await task
         except asyncio.CancelledError:
             if not task.cancelled():
                 raise
-            return TurnResult(
-                status="error",
-                final_content="".join(self._partial),
-                stop_reason="cancelled",
-                error={"code": "cancelled", "message": "The turn was cancelled."},
-            )
+            return self._cancelled_result()
+
+    def _cancelled_result(self) -> TurnResult:
+        return TurnResult(
+            status="error",
+            final_content="".join(self._partial),
+            stop_reason="cancelled",
+            error={"code": "cancelled", "message": "The turn was cancelled."},
+        )
 
     async def aclose(self) -> None:
         """Stop the turn wherever it is: pending confirmations end ``by: "cancel"``, the task is awaited."""
@@ -241,8 +246,9 @@ class AgentTurn:
 
     # -- the loop --------------------------------------------------------------------------
 
-    def _start(self) -> asyncio.Task[TurnResult]:
-        if self._task is None:
+    def _start(self) -> asyncio.Task[TurnResult] | None:
+        """Start the loop on first use; a turn closed before that never starts (None)."""
+        if self._task is None and not self._closed:
             self._task = asyncio.create_task(self._run(), name=f"turn-{self.request.message_id}")
         return self._task
 

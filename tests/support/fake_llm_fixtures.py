@@ -85,3 +85,5 @@ def fake_llm_process() -> Iterator[FakeLLMProcess]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
