@@ -80,6 +80,12 @@ class DjangoRuntime:
             self._clients[key] = client
         return client
 
+    async def aclose(self) -> None:
+        """Close the cached provider clients (their HTTP connection pools)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
     async def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn:
         setup = await database_sync_to_async(turn_setup)(session_id, request)
         return AgentTurn(
@@ -92,6 +98,11 @@ class DjangoRuntime:
             tools=setup.tools,
             tool_context=ToolContext(workspace=setup.workspace, session_id=session_id),
             max_steps=settings.AGENTSITE_MAX_TOOL_STEPS,
-            confirmation_timeout=settings.AGENTSITE_CONFIRMATION_TIMEOUT,
+            # A cron run sets its own (its job's timeout, ChatRequest.confirmation_timeout); clients cannot.
+            confirmation_timeout=(
+                request.confirmation_timeout
+                if request.confirmation_timeout is not None
+                else settings.AGENTSITE_CONFIRMATION_TIMEOUT
+            ),
             recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model),
         )

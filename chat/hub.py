@@ -113,6 +113,9 @@ class Hub:
 
     async def shutdown(self) -> None:
         await self.service.shutdown()
+        close_runtime = getattr(self.service.runtime, "aclose", None)
+        if close_runtime is not None:
+            await close_runtime()
         await asyncio.gather(*(log.aclose() for log in self.logs.values()))
         self.logs.clear()
 
@@ -144,8 +147,14 @@ async def message_submit(
     config: dict[str, Any] | None = None,
     approval_mode: str = "ask",
     model: str | None = None,
+    stream_events: bool = True,
+    confirmation_timeout: float | None = None,
 ) -> dict[str, Any]:
-    """Queue a user message (WS `message` frame and REST POST …/messages share this)."""
+    """Queue a user message (WS `message` frame and REST POST …/messages share this).
+
+    `stream_events` and `confirmation_timeout` are internal (cron runs, see ChatRequest); the WS and
+    REST edges never pass them.
+    """
     import uuid
 
     from chat.controller import ChatRequest, InputError
@@ -168,6 +177,8 @@ async def message_submit(
         config=config,
         approval_mode=approval_mode,  # type: ignore[arg-type]
         model=model,
+        stream_events=stream_events,
+        confirmation_timeout=confirmation_timeout,
     )
     ack = await get_hub().service.dispatch(session_id, Submit(request=request, steer=steer))
     await database_sync_to_async(session_title_from_first_message)(session_id=session_id, content=content)
