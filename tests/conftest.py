@@ -82,3 +82,22 @@ def llm(fake_llm: Any, db: Any) -> Any:
     site.model = "fake-model"
     site.save()
     return fake_llm
+
+
+@pytest.fixture
+async def redis_client() -> AsyncIterator[Any]:
+    """A real Redis connection (REDIS_URL or the local default); skipped, or failed in CI, when absent."""
+    import redis.asyncio as aioredis
+
+    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    client = aioredis.Redis.from_url(url, socket_connect_timeout=2)
+    try:
+        await client.ping()
+    except Exception as exc:
+        await client.aclose()
+        message = f"Redis at {url} does not answer: {exc}"
+        if services_required():
+            pytest.fail(message)
+        pytest.skip(message)
+    yield client
+    await client.aclose()

@@ -1,0 +1,205 @@
+"""Who owns a live session: one process at a time, recorded as a lease with a fencing token.
+
+Plain asyncio, no Django. `LocalOwnership` is the embedded single-process case (this process owns
+everything). `RedisOwnership` keeps `agentsite:owner:<session>` = "<process>|<token>" with
+`SET NX PX` and renews it while the process lives; the token comes from `INCR agentsite:fence:<session>`,
+so a later owner always holds a larger token than an earlier one (DESIGN.md §3 "Scaled").
+
+An owner that misses its renewal deadline (paused, partitioned, or its key taken) calls `on_lost`
+and must stop publishing and writing at once; storage writes are additionally fenced by the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+OWNER_KEY = "agentsite:owner:{}"
+FENCE_KEY = "agentsite:fence:{}"
+
+# Take the lease when it is free; the token is incremented only by the winner.
+_ACQUIRE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return nil end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
+return token
+"""
+# Extend only a lease we still hold (same value).
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def new_process_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    session_id: str
+    owner: str
+    token: int
+
+
+class Ownership(Protocol):
+    process_id: str
+
+    async def acquire(self, session_id: str) -> Lease | None: ...
+    async def owner_of(self, session_id: str) -> Lease | None: ...
+    def holds(self, session_id: str) -> bool: ...
+    async def release(self, session_id: str) -> None: ...
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+class LocalOwnership:
+    """One process: it owns every session it touches; tokens only grow."""
+
+    def __init__(self, process_id: str | None = None) -> None:
+        self.process_id = process_id or new_process_id()
+        self._held: dict[str, Lease] = {}
+        self._token = int(time.time() * 1000)
+
+    async def acquire(self, session_id: str) -> Lease | None:
+        lease = self._held.get(session_id)
+        if lease is None:
+            self._token += 1
+            lease = self._held[session_id] = Lease(session_id, self.process_id, self._token)
+        return lease
+
+    async def owner_of(self, session_id: str) -> Lease | None:
+        return self._held.get(session_id)
+
+    def holds(self, session_id: str) -> bool:
+        return session_id in self._held
+
+    async def release(self, session_id: str) -> None:
+        self._held.pop(session_id, None)
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        self._held.clear()
+
+
+class RedisOwnership:
+    """Leases in Redis, renewed every third of their length; a missed renewal means the lease is lost."""
+
+    def __init__(
+        self,
+        redis: Any,
+        *,
+        lease_ms: int = 10_000,
+        process_id: str | None = None,
+        on_lost: Callable[[str], Awaitable[None]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.redis = redis
+        self.lease_ms = lease_ms
+        self.process_id = process_id or new_process_id()
+        self.on_lost = on_lost
+        self._clock = clock
+        self._held: dict[str, Lease] = {}
+        self._valid_until: dict[str, float] = {}
+        self._renewer: asyncio.Task[None] | None = None
+        self._acquire = redis.register_script(_ACQUIRE)
+        self._renew = redis.register_script(_RENEW)
+        self._release = redis.register_script(_RELEASE)
+
+    def _value(self, lease: Lease) -> str:
+        return f"{lease.owner}|{lease.token}"
+
+    async def acquire(self, session_id: str) -> Lease | None:
+        if self.holds(session_id):
+            return self._held[session_id]
+        started = self._clock()
+        token = await self._acquire(
+            keys=[OWNER_KEY.format(session_id), FENCE_KEY.format(session_id)], args=[self.process_id, self.lease_ms]
+        )
+        if token is None:
+            return None
+        lease = Lease(session_id, self.process_id, int(token))
+        self._held[session_id] = lease
+        # Measured from before the request: the lease may have started expiring as soon as Redis set it.
+        self._valid_until[session_id] = started + self.lease_ms / 1000
+        return lease
+
+    async def owner_of(self, session_id: str) -> Lease | None:
+        raw = await self.redis.get(OWNER_KEY.format(session_id))
+        if raw is None:
+            return None
+        value = raw.decode() if isinstance(raw, bytes) else str(raw)
+        owner, _, token = value.rpartition("|")
+        return Lease(session_id, owner, int(token))
+
+    def holds(self, session_id: str) -> bool:
+        """Held and not past its deadline by this process's clock (checked before every publish)."""
+        until = self._valid_until.get(session_id)
+        return until is not None and self._clock() < until
+
+    async def release(self, session_id: str) -> None:
+        lease = self._held.pop(session_id, None)
+        self._valid_until.pop(session_id, None)
+        if lease is not None:
+            with contextlib.suppress(Exception):
+                await self._release(keys=[OWNER_KEY.format(session_id)], args=[self._value(lease)])
+
+    async def start(self) -> None:
+        if self._renewer is None:
+            self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+
+    async def stop(self) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+            self._renewer = None
+        for session_id in list(self._held):
+            await self.release(session_id)
+
+    async def renew_all(self) -> list[str]:
+        """Renew every held lease once; return the sessions whose lease is lost."""
+        lost: list[str] = []
+        for session_id, lease in list(self._held.items()):
+            started = self._clock()
+            try:
+                ok = await self._renew(keys=[OWNER_KEY.format(session_id)], args=[self._value(lease), self.lease_ms])
+            except Exception:
+                logger.warning("could not renew the lease of session %s", session_id, exc_info=True)
+                ok = 0
+            if ok:
+                self._valid_until[session_id] = started + self.lease_ms / 1000
+            else:
+                lost.append(session_id)
+        for session_id in lost:
+            self._held.pop(session_id, None)
+            self._valid_until.pop(session_id, None)
+            logger.warning("lost the lease of session %s", session_id)
+            if self.on_lost is not None:
+                await self.on_lost(session_id)
+        return lost
+
+    async def _renew_forever(self) -> None:
+        interval = self.lease_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.renew_all()
+            except Exception:
+                logger.exception("lease renewal failed")

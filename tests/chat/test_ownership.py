@@ -1,0 +1,86 @@
+"""Session ownership leases on a real Redis: one owner, renewal, expiry, fencing tokens that only grow."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from chat.ownership import LocalOwnership, RedisOwnership
+
+
+def _sid() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+async def test_only_one_process_holds_a_session_and_tokens_grow(redis_client):
+    one = RedisOwnership(redis_client, lease_ms=5000, process_id="one")
+    two = RedisOwnership(redis_client, lease_ms=5000, process_id="two")
+    sid = _sid()
+    first = await one.acquire(sid)
+    assert first is not None and first.owner == "one"
+    assert await two.acquire(sid) is None
+    assert (await two.owner_of(sid)) == first
+    await one.release(sid)
+    second = await two.acquire(sid)
+    assert second is not None and second.token > first.token
+
+
+async def test_a_lease_that_is_not_renewed_expires_and_the_old_owner_learns_it_lost(redis_client):
+    now = [0.0]
+    lost: list[str] = []
+
+    async def on_lost(session_id: str) -> None:
+        lost.append(session_id)
+
+    one = RedisOwnership(redis_client, lease_ms=200, process_id="one", on_lost=on_lost, clock=lambda: now[0])
+    two = RedisOwnership(redis_client, lease_ms=5000, process_id="two")
+    sid = _sid()
+    first = await one.acquire(sid)
+    assert first is not None and one.holds(sid)
+    now[0] = 0.25  # past the deadline by one's own clock: it must not act as owner any more
+    assert not one.holds(sid)
+    await redis_client.pexpire(f"agentsite:owner:{sid}", 1)  # and Redis expired it too
+    import asyncio
+
+    await asyncio.sleep(0.01)
+    second = await two.acquire(sid)
+    assert second is not None and second.token > first.token
+    assert await one.renew_all() == [sid]
+    assert lost == [sid]
+    assert not one.holds(sid)
+
+
+async def test_renewal_keeps_the_lease(redis_client):
+    now = [0.0]
+    one = RedisOwnership(redis_client, lease_ms=1000, process_id="one", clock=lambda: now[0])
+    sid = _sid()
+    await one.acquire(sid)
+    now[0] = 0.9
+    assert await one.renew_all() == []
+    now[0] = 1.5
+    assert one.holds(sid)
+    assert await redis_client.pttl(f"agentsite:owner:{sid}") > 0
+    await one.stop()
+    assert await redis_client.get(f"agentsite:owner:{sid}") is None
+
+
+async def test_release_of_a_lease_someone_else_holds_does_nothing(redis_client):
+    one = RedisOwnership(redis_client, lease_ms=5000, process_id="one")
+    two = RedisOwnership(redis_client, lease_ms=5000, process_id="two")
+    sid = _sid()
+    await one.acquire(sid)
+    await two.release(sid)
+    assert (await two.owner_of(sid)).owner == "one"  # type: ignore[union-attr]
+    await one.release(sid)
+
+
+@pytest.mark.parametrize("session_id", ["a", "b"])
+async def test_local_ownership_owns_everything_it_touches(session_id):
+    local = LocalOwnership("me")
+    lease = await local.acquire(session_id)
+    assert lease is not None and local.holds(session_id)
+    assert await local.acquire(session_id) == lease
+    await local.release(session_id)
+    again = await local.acquire(session_id)
+    assert again is not None and again.token > lease.token
