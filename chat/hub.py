@@ -6,14 +6,19 @@ Consumers, REST views and commands call these functions; they never touch contro
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat.controller import SessionController
+from chat.markdown import render_markdown
 from chat.events import SEQ_BLOCK, EventLog
 from chat.models import Message
 from chat.service import SessionService
@@ -29,6 +34,17 @@ def control_group(session_id: str) -> str:
     """Channel-layer group of every socket on a session, on any process (group names allow [a-zA-Z0-9._-])."""
     safe = session_id.replace(":", "_")
     return f"{CONTROL_GROUP_PREFIX}{safe}"[:99]
+
+
+def _with_html(publish: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Final answers also carry their Markdown rendered and sanitised server-side (`html`)."""
+
+    def publish_with_html(event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("type") == "final_answer" and isinstance(event.get("content"), str):
+            event["html"] = render_markdown(event["content"])
+        return publish(event)
+
+    return publish_with_html
 
 
 class Hub:
@@ -59,7 +75,7 @@ class Hub:
             runtime=service.runtime,
             lease=service.lease,
             store=store,
-            publish=log.publish,
+            publish=_with_html(log.publish),
             pending=state.pending,
             paused=state.paused,
             next_order=state.next_order,
@@ -118,6 +134,22 @@ class Hub:
             await close_runtime()
         await asyncio.gather(*(log.aclose() for log in self.logs.values()))
         self.logs.clear()
+
+
+async def _in_fresh_context[T](call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    return await asyncio.create_task(call(*args, **kwargs), context=contextvars.Context())
+
+
+def call_from_sync[T](call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    """Run a hub coroutine from sync code (a DRF view) on the event loop, in a fresh context.
+
+    A queue command may start a turn task that outlives the request. Tasks copy the caller's
+    context, and under async_to_sync that context holds the request's asgiref executors
+    (AsyncToSync.executors, ThreadSensitiveContext); once the view returns they are gone, and every
+    database call of the turn would fail ("CurrentThreadExecutor already quit"). A fresh context
+    makes such tasks use the process-wide database thread, as turns started from sockets do.
+    """
+    return async_to_sync(_in_fresh_context)(call, *args, **kwargs)
 
 
 _hub: Hub | None = None

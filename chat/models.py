@@ -119,4 +119,8 @@ class Message(models.Model):
             data["usage"] = self.usage
         if self.reply_to:
             data["reply_to"] = self.reply_to
+        if self.role == self.Role.ASSISTANT and self.content:
+            from chat.markdown import render_markdown
+
+            data["html"] = render_markdown(self.content)
         return data
