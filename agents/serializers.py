@@ -2,19 +2,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import models as db_models
 from rest_framework import serializers
 
 from agents.models import NAME_PATTERN, Agent, Provider
+from agentsite.fields import StrictCharField, StrictRegexField, StrictURLField
+
+# `/providers/active` is a route of its own: a provider with that id could never be read or changed.
+RESERVED_PROVIDER_IDS = frozenset({"active"})
 
 
-class ProviderSerializer(serializers.ModelSerializer):
-    id = serializers.RegexField(NAME_PATTERN, max_length=64)
-    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500)
+class StrictModelSerializer(serializers.ModelSerializer):
+    """Model serializers whose text fields take JSON strings only (no 12 → "12")."""
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        db_models.CharField: StrictCharField,
+        db_models.TextField: StrictCharField,
+        db_models.URLField: StrictURLField,
+    }
+
+
+class ProviderSerializer(StrictModelSerializer):
+    id = StrictRegexField(NAME_PATTERN, max_length=64)
+    api_key = StrictCharField(write_only=True, required=False, allow_blank=True, max_length=500)
     api_key_set = serializers.SerializerMethodField()
     models = serializers.ListField(
-        source="model_list", child=serializers.CharField(max_length=200), required=False, default=list
+        source="model_list", child=StrictCharField(max_length=200), required=False, default=list
     )
-    default_model = serializers.CharField(max_length=200, required=False, allow_blank=True, allow_null=True)
+    default_model = StrictCharField(max_length=200, required=False, allow_blank=True, allow_null=True)
 
     class Meta:
         model = Provider
@@ -27,6 +43,8 @@ class ProviderSerializer(serializers.ModelSerializer):
     def validate_id(self, value: str) -> str:
         if self.instance is not None and value != self.instance.id:
             raise serializers.ValidationError("The id of a provider cannot change.")
+        if value in RESERVED_PROVIDER_IDS:
+            raise serializers.ValidationError(f"{value!r} is reserved; choose another id.")
         if self.instance is None and Provider.objects.filter(id=value).exists():
             raise serializers.ValidationError(f"A provider with id {value!r} already exists.")
         return value
@@ -40,8 +58,8 @@ class ProviderSerializer(serializers.ModelSerializer):
         return data
 
 
-class AgentSerializer(serializers.ModelSerializer):
-    name = serializers.RegexField(NAME_PATTERN, max_length=64)
+class AgentSerializer(StrictModelSerializer):
+    name = StrictRegexField(NAME_PATTERN, max_length=64)
     provider = serializers.PrimaryKeyRelatedField(
         queryset=Provider.objects.all(), required=False, allow_null=True
     )
@@ -60,5 +78,5 @@ class AgentSerializer(serializers.ModelSerializer):
 
 
 class ActiveModelSerializer(serializers.Serializer):
-    provider_id = serializers.CharField(max_length=64)
-    model = serializers.CharField(max_length=200)
+    provider_id = StrictCharField(max_length=64)
+    model = StrictCharField(max_length=200)

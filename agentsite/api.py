@@ -15,13 +15,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite import __version__
+from agentsite.fields import StrictCharField
 from agentsite.models import ApiKey
 from agentsite.services import api_key_create, api_key_revoke
 
 
 class KeyListCreateApi(APIView):
     class InputSerializer(serializers.Serializer):
-        name = serializers.CharField(max_length=100, allow_blank=True, default="")
+        name = StrictCharField(max_length=100, allow_blank=True, default="")
 
     def get(self, request: Request) -> Response:
         keys = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
@@ -71,4 +72,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
         except Exception as exc:
             checks["redis"] = f"error: {exc.__class__.__name__}"
             healthy = False
-    return JsonResponse({"status": "ok" if healthy else "unavailable", "checks": checks}, status=200 if healthy else 503)
+    return JsonResponse(
+        {"status": "ok" if healthy else "unavailable", "checks": checks}, status=200 if healthy else 503
+    )

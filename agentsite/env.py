@@ -6,6 +6,7 @@ deployment should stop the server at start-up, not change its behaviour quietly.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 
@@ -28,7 +29,9 @@ def env_bool(name: str, default: bool, *, environ: Mapping[str, str] = os.enviro
         return True
     if value in _FALSE:
         return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off.")
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean; use one of 1/0, true/false, yes/no, on/off."
+    )
 
 
 def env_int(
@@ -56,6 +59,8 @@ def env_float(
         value = float(raw.strip())
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number.") from None
+    if not math.isfinite(value):  # float() accepts "nan" and "inf"; no setting means either
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number.")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}.")
     return value

@@ -33,10 +33,3 @@ class StrictURLField(serializers.URLField):
         if not isinstance(data, str):
             raise serializers.ValidationError("Must be a string.")
         return super().to_internal_value(data)
-
-
-class StrictURLField(serializers.URLField):
-    def to_internal_value(self, data: object) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
+
+from agentsite.errors import ApiError
 
 
 class CursorPage(CursorPagination):
@@ -20,8 +23,6 @@ class CursorPage(CursorPagination):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None:
             return self.page_size
-        from agentsite.errors import ApiError
-
         try:
             value = int(raw)
         except ValueError:
@@ -29,6 +30,13 @@ class CursorPage(CursorPagination):
         if not 1 <= value <= self.max_page_size:
             raise ApiError(400, "invalid", "limit must be an integer between 1 and 500.")
         return value
+
+    def decode_cursor(self, request: Any) -> Any:
+        """A cursor that does not decode is bad input (400), not a missing resource (DRF's 404)."""
+        try:
+            return super().decode_cursor(request)
+        except NotFound:
+            raise ApiError(400, "invalid", "cursor is not valid; pass a `next` you received.") from None
 
     def get_paginated_response(self, data: list[Any]) -> Response:
         return Response({"results": data, "next": self._cursor_of(self.get_next_link())})
