@@ -414,3 +414,27 @@ def test_error_bodies_are_json(api: Any, alice_key: str) -> None:
     response = api(alice_key).post(SESSIONS, raw="{")
     assert response["Content-Type"].startswith("application/json")
     json.loads(response.content)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_chunked_body_over_the_limit_is_413(alice_key, settings):
+    """No Content-Length (chunked upload through the ASGI app): the limit still holds."""
+    import httpx
+
+    from agentsite.asgi import application
+
+    settings.AGENTSITE_MAX_BODY_BYTES = 2048
+
+    async def chunks():  # type: ignore[no-untyped-def]
+        yield b'{"title": "'
+        yield b"x" * 4096
+        yield b'"}'
+
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        response = await client.post(
+            "/api/v1/chat/sessions", content=chunks(),
+            headers={"Authorization": f"Bearer {alice_key}", "Content-Type": "application/json"},
+        )
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large"
