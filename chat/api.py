@@ -7,17 +7,19 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from django.http import StreamingHttpResponse
+from drf_spectacular.utils import extend_schema
 from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
+from chat.cluster import OwnerUnavailable, RemoteError
 from chat.controller import InputError
 from chat.exceptions import ChatError
-from chat.hub import get_hub, message_submit
+from chat.hub import call_from_sync, get_hub, message_submit
 from chat.models import Session
 from chat.serializers import (
     MAX_CONTENT,
@@ -38,6 +40,7 @@ from chat.services import (
 )
 
 SSE_KEEPALIVE_SECONDS = 15.0
+SSE_CLOSED_CHECK_SECONDS = 1.0  # how soon an open stream notices that its session was deleted
 _INPUT_ERROR_STATUS = {"not_found": 404, "already_resolved": 409, "invalid": 400}
 
 
@@ -56,10 +59,6 @@ def _session(request: Request, session_id: str, *, open_only: bool = False) -> S
 
 
 def _snapshot(session: Session) -> dict[str, Any]:
-    async def read() -> dict[str, Any]:
-        controller = await get_hub().controller(session.id)
-        return controller.snapshot()
-
     if not session.is_open:
         return {
             "running": False,
@@ -68,17 +67,24 @@ def _snapshot(session: Session) -> dict[str, Any]:
             "pending": [],
             "confirmations": [],
         }
-    return async_to_sync(read)()
+    try:
+        snapshot, _ = call_from_sync(get_hub().snapshot, session.id)
+    except (OwnerUnavailable, RemoteError):
+        raise ApiError(
+            503, "owner_unavailable", "The server process running this session does not answer."
+        ) from None
+    return snapshot
 
 
 def _run(session_id: str, command: Any) -> Any:
     try:
-        return async_to_sync(get_hub().service.dispatch)(session_id, command)
+        return call_from_sync(get_hub().dispatch, session_id, command)
     except InputError as exc:
         raise _api_error(exc) from None
 
 
 class SessionListApi(generics.GenericAPIView):
+    @extend_schema(operation_id="chat_sessions_list")
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(session_list_for_user(user=request.user))
         return self.get_paginated_response([session.to_dict() for session in page])
@@ -107,7 +113,7 @@ class SessionDetailApi(APIView):
     def delete(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
         if session.is_open:
-            async_to_sync(get_hub().close_session)(session.id)
+            call_from_sync(get_hub().close_session, session.id)
             session_close(session=session)
         return Response({"session_id": session.id, "status": "closed"})
 
@@ -125,7 +131,7 @@ class MessageListApi(APIView):
         if len(data.validated_data["content"]) > MAX_CONTENT:
             raise ApiError(400, "too_long", f"Message content is longer than {MAX_CONTENT} characters.")
         try:
-            ack = async_to_sync(message_submit)(session_id=session.id, **data.validated_data)
+            ack = call_from_sync(message_submit, session_id=session.id, **data.validated_data)
         except InputError as exc:
             raise _api_error(exc) from None
         return Response(ack, status=202)
@@ -168,13 +174,14 @@ class ConfirmationApi(APIView):
 
 
 class EventStreamApi(APIView):
-    """Server-Sent Events: the same events as the WebSocket, `id:` = seq, replay with ?since= or Last-Event-ID."""
+    """Server-Sent Events: the WebSocket's events, `id:` = seq, replay with ?since= or Last-Event-ID."""
 
     def get(self, request: Request, session_id: str) -> StreamingHttpResponse:
-        session = _session(request, session_id)
+        # A closed session has no live events: refused like the socket refuses it (409 session_closed).
+        session = _session(request, session_id, open_only=True)
         since_raw = request.query_params.get("since") or request.headers.get("Last-Event-ID")
         try:
-            since = int(since_raw) if since_raw is not None else None
+            since = max(int(since_raw), 0) if since_raw is not None else None
         except ValueError:
             raise ApiError(400, "invalid", "since must be an integer event seq.") from None
         response = StreamingHttpResponse(_sse(session.id, since), content_type="text/event-stream")
@@ -190,28 +197,50 @@ def _sse_frame(event: dict[str, Any]) -> str:
     return f"{head}event: {event['type']}\ndata: {data}\n\n"
 
 
+def _closed_error(session_id: str) -> dict[str, Any]:
+    return {"type": "error", "data": {"code": "closed", "message": f"Session {session_id} is closed"}}
+
+
 async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
     hub = get_hub()
-    controller = await hub.controller(session_id)
-    log = hub.log(session_id)
-    queue, snapshot = controller.subscribe()
-    backlog = log.replay(since) if since is not None else []
-    last_seq = log.last_seq
+    attachment = await hub.attach(session_id, since)
+    snapshot, last_seq = attachment.snapshot, attachment.last_seq
+    sent = last_seq
     try:
         yield _sse_frame(
             {"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": last_seq}
         )
-        if backlog is None:
+        if attachment.backlog is None:
             yield _sse_frame({"type": "resync", "snapshot": snapshot, "last_seq": last_seq})
         else:
-            for event in backlog:
+            for event in attachment.backlog:
                 yield _sse_frame(event)
+        idle = 0.0
         while True:
             try:
-                event = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
+                event = await asyncio.wait_for(attachment.queue.get(), SSE_CLOSED_CHECK_SECONDS)
             except TimeoutError:
-                yield ": keep-alive\n\n"
+                if await _is_closed(session_id):  # deleted: end the stream as the socket is closed (4410)
+                    yield _sse_frame(_closed_error(session_id))
+                    return
+                idle += SSE_CLOSED_CHECK_SECONDS
+                if idle >= SSE_KEEPALIVE_SECONDS:
+                    idle = 0.0
+                    yield ": keep-alive\n\n"
                 continue
+            idle = 0.0
+            seq = event.get("seq")
+            if seq is not None:
+                if seq <= sent:
+                    continue  # already in the snapshot or the replay
+                sent = seq
             yield _sse_frame(event)
     finally:
-        controller.unsubscribe(queue)
+        await hub.detach(attachment)
+
+
+async def _is_closed(session_id: str) -> bool:
+    controller = get_hub().service.peek(session_id)
+    if controller is not None:
+        return controller.closed
+    return await database_sync_to_async(Session.objects.filter(id=session_id, status="closed").exists)()

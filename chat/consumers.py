@@ -17,9 +17,10 @@ from django.conf import settings
 
 from agentsite.services import api_key_is_active
 from chat import frames
+from chat.cluster import OwnerUnavailable, RemoteError
 from chat.controller import InputError
 from chat.exceptions import ChatError
-from chat.hub import control_group, get_hub, message_submit
+from chat.hub import Attachment, NotOwner, control_group, get_hub, message_submit
 from chat.service import Cancel, ConfirmationReply, Remove, Steer
 from chat.services import session_get_open_for_user
 
@@ -30,6 +31,8 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
 CLOSE_TOO_BIG = 1009
 CLOSE_KEY_REVOKED = 4401
+CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect (with ?since=) and land on the session's new owner
+_MOVED: dict[str, Any] = {"type": "__moved__"}
 
 
 def dumps(event: dict[str, Any]) -> str:
@@ -40,7 +43,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     session_id: str
     group: str | None = None
     queue: asyncio.Queue[dict[str, Any]] | None = None
+    attachment: Attachment | None = None
     sender: asyncio.Task[None] | None = None
+    sent_seq: int = 0
 
     async def connect(self) -> None:
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
@@ -64,36 +69,37 @@ class ChatConsumer(AsyncWebsocketConsumer):
         hub = get_hub()
         self.group = control_group(self.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
-        controller = await hub.controller(self.session_id)
-        log = hub.log(self.session_id)
-        # subscribe, last_seq and replay are read in one step (no await between), so nothing is missed or doubled.
-        self.queue, snapshot = controller.subscribe()
-        backlog = self._backlog(log)
-        hub.register(self.session_id, self)
-        await self.send(
-            dumps(
-                {
-                    "type": "connected",
-                    "session_id": self.session_id,
-                    "snapshot": snapshot,
-                    "last_seq": log.last_seq,
-                }
+        try:
+            attachment = await hub.attach(self.session_id, self._since())
+        except (OwnerUnavailable, RemoteError, NotOwner):
+            await self._refuse(
+                "unavailable", "The session is changing server process; reconnect.", CLOSE_TRY_AGAIN
             )
-        )
-        for event in backlog:
-            await self.send(dumps(event))
+            return
+        self.attachment = attachment
+        self.queue = attachment.queue
+        hub.register(self.session_id, self)
+        connected = {
+            "type": "connected",
+            "session_id": self.session_id,
+            "snapshot": attachment.snapshot,
+            "last_seq": attachment.last_seq,
+        }
+        await self.send(dumps(connected))
+        self.sent_seq = attachment.last_seq
+        if attachment.backlog is None:
+            await self.send(
+                dumps({"type": "resync", "snapshot": attachment.snapshot, "last_seq": attachment.last_seq})
+            )
+        else:
+            for event in attachment.backlog:
+                await self.send(dumps(event))
         self.sender = asyncio.get_running_loop().create_task(self._send_events(self.queue))
 
-    def _backlog(self, log: Any) -> list[dict[str, Any]]:
-        since = self._since()
-        if since is None:
-            return []
-        replay = log.replay(since)
-        if replay is None:
-            controller = get_hub().service.peek(self.session_id)
-            snapshot = controller.snapshot() if controller is not None else None
-            return [{"type": "resync", "snapshot": snapshot, "last_seq": log.last_seq}]
-        return replay
+    def session_moved(self) -> None:
+        """This process lost the session to another one: the client reconnects (resuming with since)."""
+        if self.queue is not None:
+            self.queue.put_nowait(_MOVED)
 
     def _since(self) -> int | None:
         from urllib.parse import parse_qs
@@ -113,6 +119,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _send_events(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
         while True:
             event = await queue.get()
+            if event is _MOVED:
+                await self.close(code=CLOSE_TRY_AGAIN)
+                return
+            seq = event.get("seq")
+            if seq is not None:
+                if seq <= self.sent_seq:
+                    continue  # already in the snapshot or the replay
+                self.sent_seq = seq
             await self.send(dumps(event))
 
     async def disconnect(self, code: int) -> None:
@@ -121,11 +135,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await asyncio.gather(self.sender, return_exceptions=True)
             self.sender = None
         hub = get_hub()
-        if self.queue is not None:
-            controller = hub.service.peek(self.session_id)
-            if controller is not None:
-                controller.unsubscribe(self.queue)
+        if self.attachment is not None:
+            await hub.detach(self.attachment)
             hub.unregister(self.session_id, self)
+            self.attachment = None
             self.queue = None
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -161,7 +174,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._error(exc.code, exc.message, message_id=exc.message_id)
 
     async def _handle(self, frame: Any) -> None:
-        service = get_hub().service
+        service = get_hub()
         match frame:
             case frames.Ping():
                 await self.send(dumps({"type": "pong"}))

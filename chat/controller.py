@@ -29,6 +29,8 @@ ApprovalMode = Literal["ask", "full_access", "read_only"]
 TurnOutcome = Literal["completed", "error", "cancelled"]
 
 INTERNAL_ERROR = {"code": "internal_error", "message": "The turn failed because of an internal error."}
+# Not published for a message with ChatRequest.stream_events=False (cron dispatch mode "final").
+_STREAM_ONLY_EVENTS = frozenset({"delta", "thinking", "tool_call", "tool_result", "delegate_update"})
 _RESOLVED_MEMORY = 1024  # answered confirmation ids remembered, so a late reply gets "already_resolved"
 
 
@@ -39,6 +41,13 @@ class ChatRequest:
     config: dict[str, Any] | None = None
     approval_mode: ApprovalMode = "ask"
     model: str | None = None
+    # Internal options, never set from a client frame or REST body (cron runs use them, cron/runner.py):
+    # stream_events=False drops the streaming events (delta, thinking, tool_*, delegate_update) of this
+    # message's turn, so sockets get only its final answer (dispatch mode "final"); confirmation_timeout
+    # replaces AGENTSITE_CONFIRMATION_TIMEOUT for its confirmations (an unattended run waits up to its
+    # job's timeout).
+    stream_events: bool = True
+    confirmation_timeout: float | None = None
 
 
 @dataclass
@@ -270,6 +279,26 @@ class SessionController:
             await self._set_paused(True)
             self._emit({"type": "result", "message_id": message_id, "data": {"status": "interrupted"}})
 
+    def announce(self, event: dict[str, Any]) -> None:
+        """Publish an event that no turn produced, e.g. the assistant message a cron text job adds
+        (cron/runner.py): numbered and delivered like every other event; ignored once the session closed."""
+        self._emit(dict(event))
+
+    async def kick(self) -> None:
+        """Start the head of the queue if nothing runs and the queue is not paused (after a takeover
+        finds messages that were stored while the session had no owner)."""
+        async with self._lock:
+            if not self.closed:
+                await self._start_head_if_idle()
+
+    async def abandon(self) -> None:
+        """This process lost the session to another owner (fencing): stop the turn and forget
+        everything without storing or publishing anything more; the new owner has the truth."""
+        self._store = None
+        self._publish = lambda event: event
+        self._subscribers.clear()
+        await self.close()
+
     # ------------------------------------------------------------------ subscribers
 
     def subscribe(self) -> tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]:
@@ -487,7 +516,7 @@ class SessionController:
         elif kind == "confirmation_resolved":
             self._mark_resolved(event.get("confirmation_id"))
             self._emit(dict(event))
-        else:
+        elif item.request.stream_events or kind not in _STREAM_ONLY_EVENTS:
             self._emit({**event, "message_id": item.request.message_id})
 
     def _mark_resolved(self, confirmation_id: Any) -> None:

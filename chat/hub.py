@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -17,12 +18,16 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from chat.controller import SessionController
-from chat.markdown import render_markdown
+from agents.tools import registry as tool_registry
+from chat.cluster import Cluster, OwnerUnavailable, RemoteError
+from chat.controller import ChatRequest, InputError, SessionController
 from chat.events import SEQ_BLOCK, EventLog
+from chat.markdown import render_markdown
 from chat.models import Message
-from chat.service import SessionService
-from chat.store import DjangoQueueStore, load_state
+from chat.ownership import LocalOwnership, Ownership, RedisOwnership
+from chat.relay import EventRelay, RedisReplayStore
+from chat.service import Cancel, Command, ConfirmationReply, Remove, SessionService, Steer, Submit
+from chat.store import DjangoQueueStore, Fenced, load_state, message_store_pending
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +41,9 @@ def control_group(session_id: str) -> str:
     return f"{CONTROL_GROUP_PREFIX}{safe}"[:99]
 
 
-def _with_html(publish: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def _with_html(
+    publish: Callable[[dict[str, Any]], dict[str, Any]],
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """Final answers also carry their Markdown rendered and sanitised server-side (`html`)."""
 
     def publish_with_html(event: dict[str, Any]) -> dict[str, Any]:
@@ -45,6 +52,22 @@ def _with_html(publish: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[
         return publish(event)
 
     return publish_with_html
+
+
+class NotOwner(Exception):
+    """Another process took the session while this one tried to load it."""
+
+
+@dataclass
+class Attachment:
+    """A socket's (or SSE stream's) view of a session: its events queue and where it starts."""
+
+    session_id: str
+    queue: asyncio.Queue[dict[str, Any]]
+    snapshot: dict[str, Any]
+    last_seq: int
+    backlog: list[dict[str, Any]] | None  # None: the requested events are gone, the client must resync
+    local: bool  # fed by this process's controller (else by a mirror of the owner's events)
 
 
 class Hub:
@@ -58,16 +81,94 @@ class Hub:
         )
         self.logs: dict[str, EventLog] = {}
         self.connections: dict[str, set[Any]] = {}
+        # Several processes share sessions when a Redis channel layer is configured (DESIGN.md §3).
+        self.scaled = bool(settings.REDIS_URL)
+        self.ownership: Ownership = LocalOwnership()
+        self.cluster: Cluster | None = None
+        self.replay: RedisReplayStore | None = None
+        self._relays: dict[str, EventRelay] = {}
+        self._redis: Any = None
+        self._started = False
+        self._start_lock: asyncio.Lock | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the other processes (scaled mode): process channel, lease renewal, watchdog. Idempotent."""
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            if self.scaled:
+                import redis.asyncio as aioredis
+
+                self._redis = aioredis.Redis.from_url(settings.REDIS_URL)
+                self.replay = RedisReplayStore(self._redis, maxlen=settings.AGENTSITE_EVENT_RETENTION)
+                self.cluster = Cluster(
+                    layer=get_channel_layer(), handle_command=self._handle_remote, replay=self.replay.since
+                )
+                await self.cluster.start()
+                self.ownership = RedisOwnership(
+                    self._redis,
+                    lease_ms=int(settings.AGENTSITE_SESSION_LEASE_SECONDS * 1000),
+                    process_id=self.cluster.process_id,
+                    on_lost=self._lost,
+                )
+                await self.ownership.start()
+                self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+            self._started = True
+
+    async def shutdown(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+        await self.service.shutdown()
+        await tool_registry.shutdown()  # no ACP runner outlives the server (see close_session)
+        close_runtime = getattr(self.service.runtime, "aclose", None)
+        if close_runtime is not None:
+            await close_runtime()
+        await asyncio.gather(*(relay.aclose() for relay in self._relays.values()))
+        self._relays.clear()
+        await asyncio.gather(*(log.aclose() for log in self.logs.values()))
+        self.logs.clear()
+        await self.ownership.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
+        if self._redis is not None:
+            await self._redis.aclose()
+
+    # -- owning a session ----------------------------------------------------------------------
 
     async def _create_controller(self, session_id: str, service: SessionService) -> SessionController:
-        state = await database_sync_to_async(load_state)(session_id, seq_block=SEQ_BLOCK)
-        store = DjangoQueueStore(session_id)
+        lease = await self.ownership.acquire(session_id)
+        if lease is None:
+            raise NotOwner(session_id)
+        token = lease.token if self.scaled else None
+        try:
+            state = await database_sync_to_async(load_state)(session_id, seq_block=SEQ_BLOCK, token=token)
+        except Fenced:
+            await self.ownership.release(session_id)
+            raise NotOwner(session_id) from None
+        store = DjangoQueueStore(session_id, token=token)
+        fanout = None
+        if self.scaled:
+            relay = self._relays[session_id] = EventRelay(partial(self._relay_batch, session_id))
+
+            def fanout(event: dict[str, Any]) -> None:
+                if self.ownership.holds(session_id):  # a process past its lease publishes nothing
+                    relay.add(event)
+
         log = EventLog(
             session_id,
             last_seq=state.seq_reserved,
             reserved=state.seq_reserved + SEQ_BLOCK,
             reserve=store.reserve_seq,
             retention=settings.AGENTSITE_EVENT_RETENTION,
+            fanout=fanout,
         )
         self.logs[session_id] = log
         controller = SessionController(
@@ -83,13 +184,192 @@ class Hub:
         for message_id in state.running_message_ids:
             # Its turn died with the process that ran it (PROTOCOL §3.4).
             await controller.interrupt_stored_turn(message_id)
+        # Messages stored while the session had no owner run now, unless the queue is paused.
+        await controller.kick()
         return controller
 
+    async def _relay_batch(self, session_id: str, batch: list[dict[str, Any]]) -> None:
+        assert self.replay is not None and self.cluster is not None
+        await self.replay.append(session_id, batch)  # first the store, so a gap can always be refilled
+        await self.cluster.relay(session_id, batch)
+
+    async def _lost(self, session_id: str) -> None:
+        """Another process owns the session now: stop here without writing or publishing anything."""
+        controller = self.service.forget(session_id)
+        relay = self._relays.pop(session_id, None)
+        if relay is not None:
+            relay.discard()
+        if controller is not None:
+            await controller.abandon()
+        log = self.logs.pop(session_id, None)
+        if log is not None:
+            await log.aclose()
+        if self.cluster is not None:
+            self.cluster.forget_relay(session_id)
+        await tool_registry.close_session(session_id)  # ACP runners belong to the owner
+        for connection in list(self.connections.get(session_id, ())):
+            moved = getattr(connection, "session_moved", None)
+            if moved is not None:
+                moved()
+
+    async def _route(self, session_id: str) -> str | None:
+        """None when this process owns the session (taking it over when nobody does), else the owner."""
+        await self.start()
+        if not self.scaled:
+            return None
+        assert self.cluster is not None
+        for _ in range(3):
+            if self.ownership.holds(session_id) and self.service.peek(session_id) is not None:
+                return None
+            lease = await self.ownership.owner_of(session_id)
+            if lease is not None and lease.owner != self.cluster.process_id:
+                return lease.owner
+            try:
+                await self.service.get_controller(session_id)
+                return None
+            except NotOwner:
+                continue
+        raise OwnerUnavailable(f"Session {session_id} is changing owner; try again.")
+
     async def controller(self, session_id: str) -> SessionController:
+        """This process's controller of the session (taking the session over when nobody owns it)."""
+        await self.start()
+        if self.scaled:
+            owner = await self._route(session_id)
+            if owner is not None:
+                raise NotOwner(session_id)
         return await self.service.get_controller(session_id)
 
     def log(self, session_id: str) -> EventLog:
         return self.logs[session_id]
+
+    # -- commands, snapshots, subscriptions: the same on every process -----------------------------
+
+    async def dispatch(self, session_id: str, command: Command) -> Any:
+        """Run a queue command where the session lives; errors come back to the caller only."""
+        for _attempt in range(2):
+            try:
+                owner = await self._route(session_id)
+            except OwnerUnavailable as exc:
+                raise InputError("owner_unavailable", str(exc)) from None
+            if owner is None:
+                return await self.service.dispatch(session_id, command)
+            assert self.cluster is not None
+            if isinstance(command, Submit) and _attempt == 0:
+                # The database is the truth: stored here first, so a dying owner cannot lose it.
+                await database_sync_to_async(message_store_pending)(
+                    session_id=session_id, request=command.request
+                )
+            try:
+                return await self.cluster.call(owner, session_id, "command", encode_command(command))
+            except RemoteError as exc:
+                if exc.code == "not_owner":
+                    continue
+                raise InputError(exc.code, exc.message, message_id=exc.message_id) from None
+            except OwnerUnavailable:
+                if isinstance(command, Submit):
+                    # Stored: it runs once the session has an owner again (DESIGN.md §3).
+                    return {"message_id": command.request.message_id, "status": "queued"}
+                raise InputError(
+                    "owner_unavailable", "The server process running this session does not answer; try again."
+                ) from None
+        raise InputError("owner_unavailable", "The session is changing owner; try again.")
+
+    async def snapshot(self, session_id: str) -> tuple[dict[str, Any], int]:
+        owner = await self._route(session_id)
+        if owner is None:
+            controller = await self.service.get_controller(session_id)
+            return controller.snapshot(), self.logs[session_id].last_seq
+        assert self.cluster is not None
+        answer = await self.cluster.call(owner, session_id, "snapshot", {})
+        return answer["snapshot"], answer["last_seq"]
+
+    async def attach(self, session_id: str, since: int | None) -> Attachment:
+        """Subscribe to a session's events from wherever it lives, with what the client missed."""
+        owner = await self._route(session_id)
+        if owner is None:
+            controller = await self.service.get_controller(session_id)
+            log = self.logs[session_id]
+            # subscribe, last_seq and replay in one step (no await between): nothing missed or doubled.
+            queue, snapshot = controller.subscribe()
+            backlog = log.replay(since) if since is not None else []
+            attachment = Attachment(session_id, queue, snapshot, log.last_seq, backlog, local=True)
+            if backlog is None and self.replay is not None:
+                stored = await self.replay.since(session_id, since or 0)
+                attachment.backlog = (
+                    None if stored is None else [e for e in stored if e["seq"] <= log.last_seq]
+                )
+            return attachment
+        assert self.cluster is not None and self.replay is not None
+        remote = await self.cluster.mirror(session_id)
+        queue = remote.subscribe()
+        try:
+            answer = await self.cluster.call(owner, session_id, "snapshot", {})
+        except (OwnerUnavailable, RemoteError):
+            remote.unsubscribe(queue)
+            await self.cluster.release_if_unused(session_id)
+            raise
+        remote.seen(answer["last_seq"])
+        backlog: list[dict[str, Any]] | None = []
+        if since is not None:
+            stored = await self.replay.since(session_id, since)
+            backlog = None if stored is None else [e for e in stored if e["seq"] <= answer["last_seq"]]
+        return Attachment(session_id, queue, answer["snapshot"], answer["last_seq"], backlog, local=False)
+
+    async def detach(self, attachment: Attachment) -> None:
+        if attachment.local:
+            controller = self.service.peek(attachment.session_id)
+            if controller is not None:
+                controller.unsubscribe(attachment.queue)
+        elif self.cluster is not None:
+            remote = self.cluster.mirrors.get(attachment.session_id)
+            if remote is not None:
+                remote.unsubscribe(attachment.queue)
+            await self.cluster.release_if_unused(attachment.session_id)
+
+    async def _handle_remote(self, session_id: str, op: str, payload: dict[str, Any]) -> Any:
+        """A command from another process for a session this process owns."""
+        if not self.ownership.holds(session_id) or self.service.peek(session_id) is None:
+            raise RemoteError("not_owner", f"This process does not own session {session_id}.")
+        if op == "snapshot":
+            return {
+                "snapshot": self.service.peek(session_id).snapshot(),
+                "last_seq": self.logs[session_id].last_seq,
+            }  # type: ignore[union-attr]
+        if op == "close":
+            await self._close_here(session_id)
+            return None
+        try:
+            return await self.service.dispatch(session_id, decode_command(payload))
+        except InputError as exc:
+            raise RemoteError(exc.code, exc.message, exc.message_id) from None
+
+    async def _watch(self) -> None:
+        """Take over sessions whose owner died: the ones watched here, and the ones with stored work."""
+        interval = max(0.5, settings.AGENTSITE_SESSION_LEASE_SECONDS / 2)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.take_over_orphans()
+            except Exception:
+                logger.exception("session watchdog failed")
+
+    async def take_over_orphans(self) -> int:
+        assert self.cluster is not None
+        candidates = {sid for sid, remote in self.cluster.mirrors.items() if remote.subscribers}
+        candidates |= set(await database_sync_to_async(_sessions_with_live_messages)())
+        taken = 0
+        for session_id in candidates:
+            if self.ownership.holds(session_id) or await self.ownership.owner_of(session_id) is not None:
+                continue
+            try:
+                await self.service.get_controller(session_id)
+                taken += 1
+            except NotOwner:
+                pass
+        return taken
+
+    # -- sockets ---------------------------------------------------------------------------------
 
     def register(self, session_id: str, connection: Any) -> None:
         self.connections.setdefault(session_id, set()).add(connection)
@@ -105,17 +385,42 @@ class Hub:
         return len(self.connections.get(session_id, ()))
 
     async def close_session(self, session_id: str) -> None:
-        """Stop the session's live state here and close its sockets on every process."""
-        await self.service.delete_session(session_id)
-        log = self.logs.pop(session_id, None)
-        if log is not None:
-            await log.aclose()
+        """Stop the session's live state (on its owner) and close its sockets on every process."""
+        owner = None
+        try:
+            owner = await self._route(session_id)
+        except OwnerUnavailable:
+            pass
+        if owner is not None and self.cluster is not None:
+            try:
+                await self.cluster.call(owner, session_id, "close", {})
+            except (OwnerUnavailable, RemoteError):
+                logger.warning("could not reach the owner of session %s to close it", session_id)
+        else:
+            await self._close_here(session_id)
         layer = get_channel_layer()
         if layer is not None:
             await layer.group_send(control_group(session_id), {"type": SESSION_CLOSED})
 
+    async def _close_here(self, session_id: str) -> None:
+        await self.service.delete_session(session_id)
+        # Tools that hold per-session resources (ACP runner subprocesses) release them: through the
+        # agents tool registry, so chat does not import the delegation app (chat → agents only).
+        await tool_registry.close_session(session_id)
+        relay = self._relays.pop(session_id, None)
+        if relay is not None:
+            await relay.aclose()
+        log = self.logs.pop(session_id, None)
+        if log is not None:
+            await log.aclose()
+        await self.ownership.release(session_id)
+
     async def recover_interrupted_turns(self) -> int:
-        """At start-up: end every turn that was running when the server stopped (before serving)."""
+        """At start-up: end every turn that was running when its process stopped (before serving).
+
+        With several processes only sessions that no live process owns are touched (their lease expired).
+        """
+        await self.start()
         session_ids = await database_sync_to_async(
             lambda: list(
                 Message.objects.filter(status=Message.RUNNING, session__status="open")
@@ -123,17 +428,42 @@ class Hub:
                 .distinct()
             )
         )()
+        recovered = 0
         for session_id in session_ids:
-            await self.controller(session_id)
-        return len(session_ids)
+            if self.scaled and await self.ownership.owner_of(session_id) is not None:
+                continue
+            try:
+                await self.service.get_controller(session_id)
+                recovered += 1
+            except NotOwner:
+                pass
+        return recovered
 
-    async def shutdown(self) -> None:
-        await self.service.shutdown()
-        close_runtime = getattr(self.service.runtime, "aclose", None)
-        if close_runtime is not None:
-            await close_runtime()
-        await asyncio.gather(*(log.aclose() for log in self.logs.values()))
-        self.logs.clear()
+
+def _sessions_with_live_messages(limit: int = 500) -> list[str]:
+    return list(
+        Message.objects.filter(status__in=Message.ACTIVE_STATES, session__status="open")
+        .values_list("session_id", flat=True)
+        .distinct()[:limit]
+    )
+
+
+def encode_command(command: Command) -> dict[str, Any]:
+    """A queue command as plain data for the channel layer."""
+    return {"kind": type(command).__name__, **asdict(command)}
+
+
+def decode_command(data: dict[str, Any]) -> Command:
+    kind = data.pop("kind")
+    if kind == "Submit":
+        return Submit(request=ChatRequest(**data["request"]), steer=data["steer"])
+    classes: dict[str, Any] = {
+        "Steer": Steer,
+        "Remove": Remove,
+        "Cancel": Cancel,
+        "ConfirmationReply": ConfirmationReply,
+    }
+    return classes[kind](**data)  # type: ignore[no-any-return]
 
 
 async def _in_fresh_context[T](call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
@@ -212,6 +542,6 @@ async def message_submit(
         stream_events=stream_events,
         confirmation_timeout=confirmation_timeout,
     )
-    ack = await get_hub().service.dispatch(session_id, Submit(request=request, steer=steer))
+    ack = await get_hub().dispatch(session_id, Submit(request=request, steer=steer))
     await database_sync_to_async(session_title_from_first_message)(session_id=session_id, content=content)
     return ack

@@ -70,6 +70,16 @@ class EventRelay:
                 # The store and seq gaps let receivers recover; a failed hint must not stop the owner.
                 logger.warning("could not relay %d event(s) to other processes", len(batch), exc_info=True)
 
+    def discard(self) -> None:
+        """Drop what is buffered and stop (this process lost the session: it must not publish)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._buffer, self._size = [], 0
+        if self._sender is not None:
+            self._sender.cancel()
+            self._sender = None
+
     async def aclose(self) -> None:
         self.flush()
         if self._sender is not None:

@@ -135,13 +135,22 @@ class SessionService:
         await controller.close()
         return True
 
+    def forget(self, session_id: str) -> SessionController | None:
+        """Drop a live controller without closing it (the caller abandons it: ownership moved)."""
+        return self.controllers.pop(session_id, None)
+
     async def shutdown(self) -> None:
-        """Close every controller (their turns end cancelled); afterwards no task of ours is left."""
+        """Stop every controller; afterwards no task of ours is left.
+
+        Stored state is left as it is: pending messages stay pending, and a turn that was running is
+        ended `interrupted` by the next process that loads the session (PROTOCOL §3.4) — a shutdown
+        must not lose the queue.
+        """
         while self._loading:
             await asyncio.wait(list(self._loading.values()))
         controllers = list(self.controllers.values())
         self.controllers.clear()
-        await asyncio.gather(*(controller.close() for controller in controllers))
+        await asyncio.gather(*(controller.abandon() for controller in controllers))
 
 
 async def _default_factory(session_id: str, service: SessionService) -> SessionController:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
-from django.db.models import Max
-
+from django.db import transaction
+from django.db.models import F, Max
 from django.utils import timezone
 
 from chat.models import Message, Session
@@ -28,16 +28,40 @@ class StoredState:
     running_message_ids: list[str]
 
 
-class DjangoQueueStore:
-    """QueueStore over Message rows: every queue change is written before it is acknowledged."""
+class Fenced(Exception):
+    """A newer owner holds the session: this process must not change it any more."""
 
-    def __init__(self, session_id: str):
+
+def _check_fence(session_id: str, token: int | None) -> None:
+    """With several processes, accept a write only from the owner with the current token (row-locked)."""
+    if token is None:
+        return
+    holder = (
+        Session.objects.select_for_update()
+        .filter(id=session_id)
+        .values_list("owner_token", flat=True)
+        .first()
+    )
+    if holder != token:
+        raise Fenced(f"Session {session_id} is owned by another process now.")
+
+
+class DjangoQueueStore:
+    """QueueStore over Message rows: every queue change is written before it is acknowledged.
+
+    `token` (several processes only) fences the writes: see chat/ownership.py.
+    """
+
+    def __init__(self, session_id: str, token: int | None = None):
         self.session_id = session_id
+        self.token = token
 
     async def save_message(self, item: PendingItem, *, status: str) -> None:
         await database_sync_to_async(self._save_message)(item, status)
 
+    @transaction.atomic
     def _save_message(self, item: PendingItem, status: str) -> None:
+        _check_fence(self.session_id, self.token)
         request = item.request
         updated = Message.objects.filter(
             session_id=self.session_id, message_id=request.message_id, role=Message.Role.USER
@@ -69,7 +93,9 @@ class DjangoQueueStore:
     async def save_paused(self, paused: bool) -> None:
         await database_sync_to_async(self._save_paused)(paused)
 
+    @transaction.atomic
     def _save_paused(self, paused: bool) -> None:
+        _check_fence(self.session_id, self.token)
         Session.objects.filter(id=self.session_id).update(paused=paused)
 
     async def reserve_seq(self, reserved: int) -> None:
@@ -79,11 +105,37 @@ class DjangoQueueStore:
         Session.objects.filter(id=self.session_id, seq_reserved__lt=reserved).update(seq_reserved=reserved)
 
 
-def load_state(session_id: str, *, seq_block: int) -> StoredState:
-    """Read the stored queue and reserve a fresh block of seqs (sync; call via database_sync_to_async)."""
+def message_store_pending(*, session_id: str, request: Any) -> None:
+    """Store a message before its owner process has seen it (DESIGN.md §3: the database is the truth).
+
+    It has no queue position yet (queue_order NULL): the owner gives it one when the command reaches it,
+    or the next owner when it loads the queue (stored ones without a position go last, oldest first).
+    """
+    Message.objects.create(
+        session_id=session_id,
+        message_id=request.message_id,
+        role=Message.Role.USER,
+        content=request.content,
+        status=Message.PENDING,
+        config=request.config,
+        approval_mode=request.approval_mode,
+        model=request.model or "",
+    )
+
+
+@transaction.atomic
+def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> StoredState:
+    """Read the stored queue and reserve a fresh block of seqs (sync; call via database_sync_to_async).
+
+    With a fencing token, first claim the session: refused (Fenced) when a newer owner already did.
+    """
     from chat.controller import ChatRequest, PendingItem
 
-    session = Session.objects.get(id=session_id)
+    session = Session.objects.select_for_update().get(id=session_id)
+    if token is not None:
+        if session.owner_token > token:
+            raise Fenced(f"Session {session_id} is owned by a newer process.")
+        Session.objects.filter(id=session_id).update(owner_token=token)
     rows = Message.objects.filter(session_id=session_id, role=Message.Role.USER)
     pending = [
         PendingItem(
@@ -94,19 +146,26 @@ def load_state(session_id: str, *, seq_block: int) -> StoredState:
                 approval_mode=row.approval_mode,  # type: ignore[arg-type]
                 model=row.model or None,
             ),
-            order=row.queue_order or 0,
+            order=row.queue_order,  # type: ignore[arg-type]  # None until placed below
             steer_requested=False,  # deferred steers belong to a turn that no longer exists
         )
-        for row in rows.filter(status=Message.PENDING).order_by("queue_order", "id")
+        for row in rows.filter(status=Message.PENDING).order_by(
+            F("queue_order").asc(nulls_last=True), "created_at", "id"
+        )
     ]
     top = rows.aggregate(top=Max("queue_order"))["top"]
+    next_order = (top + 1) if top is not None else 0
+    for item in pending:
+        if item.order is None:  # stored while the session had no owner
+            item.order = next_order
+            next_order += 1
     running = list(rows.filter(status=Message.RUNNING).values_list("message_id", flat=True))
     seq_reserved = session.seq_reserved
     Session.objects.filter(id=session_id).update(seq_reserved=seq_reserved + seq_block)
     return StoredState(
         pending=pending,
         paused=session.paused,
-        next_order=(top + 1) if top is not None else 0,
+        next_order=next_order,
         seq_reserved=seq_reserved,
         running_message_ids=running,
     )
