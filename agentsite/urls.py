@@ -8,6 +8,7 @@ from agents import api as agents_api
 from agentsite import api as site_api
 from agentsite import views as site_views
 from chat import api as chat_api
+from delegation import api as acp_api
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
@@ -23,6 +24,10 @@ api_v1 = [
         "agents/<str:name>/tools/<str:tool>/toggle",
         agents_api.AgentToolToggleApi.as_view(),
         name="agent-tool-toggle",
+    ),
+    path("agents/<str:name>/config/acp", acp_api.AgentRunnerListApi.as_view(), name="agent-acp-runners"),
+    path(
+        "agents/<str:name>/config/acp/<str:runner>", acp_api.AgentRunnerApi.as_view(), name="agent-acp-runner"
     ),
     path("providers", agents_api.ProviderListApi.as_view(), name="providers"),
     path("providers/active", agents_api.ProviderActiveApi.as_view(), name="provider-active"),
@@ -48,6 +53,7 @@ api_v1 = [
         name="confirmation",
     ),
     path("chat/sessions/<str:session_id>/events", chat_api.EventStreamApi.as_view(), name="events"),
+    path("", include("cron.urls")),  # cron jobs and inbox (PROTOCOL §2)
 ]
 
 urlpatterns = [

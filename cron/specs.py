@@ -27,6 +27,7 @@ __all__ = [
     "ContentPart",
     "DispatchSpec",
     "InputMessage",
+    "JobSpec",
     "RequestSpec",
     "ScheduleSpec",
     "SpecError",
@@ -34,6 +35,7 @@ __all__ = [
     "check_cron",
     "check_timezone",
     "error_fields",
+    "parse_job",
     "parse_spec",
     "validate_not_past",
 ]
@@ -381,3 +383,51 @@ def validate_not_past(spec: ScheduleSpec, now: dt.datetime, *, prefix: str = "sc
         return
     path = f"{prefix}.run_at" if prefix else "run_at"
     raise SpecError({path: [f"is in the past ({spec.run_at.isoformat()} is not after {now.isoformat()})"]})
+
+
+# --------------------------------------------------------------------------------------------------
+# A whole JOB body
+# --------------------------------------------------------------------------------------------------
+
+MAX_TIMEOUT_SECONDS = 24 * 3600
+# Keys of a JOB the server sets: a client may send them back (GET, edit, PUT) and they are ignored.
+READ_ONLY_JOB_KEYS = frozenset(
+    {"id", "next_run_at", "last_run_at", "last_status", "created_at", "updated_at"}
+)
+
+
+class JobSpec(_Spec):
+    """The writable part of a JOB (PROTOCOL §2), before the checks that need the database."""
+
+    name: str = Field(min_length=1, max_length=200)
+    enabled: bool = True
+    agent: str = Field(default="default", min_length=1, max_length=64)
+    schedule: ScheduleSpec
+    task_type: Literal["agent", "text"] = "agent"
+    request: RequestSpec | None = None
+    text: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
+    dispatch: DispatchSpec
+    save_result_to_inbox: bool = True
+    timeout_seconds: int = Field(default=600, ge=1, le=MAX_TIMEOUT_SECONDS)
+
+    def content(self) -> str:
+        """What a run delivers: the request's text (agent jobs) or the text (text jobs)."""
+        if self.task_type == "agent":
+            return self.request.text() if self.request is not None else ""
+        return self.text or ""
+
+
+def parse_job(data: Any) -> JobSpec:
+    """Validate a JOB body (read-only keys dropped), including the rules that tie fields together.
+
+    An agent job needs ``request.input``, a text job a non-empty ``text``; the other one may be absent
+    or null (a JOB read back carries both keys).
+    """
+    if isinstance(data, Mapping):
+        data = {key: value for key, value in data.items() if key not in READ_ONLY_JOB_KEYS}
+    job = parse_spec(JobSpec, data)
+    if job.task_type == "agent" and job.request is None:
+        raise SpecError({"request.input": ["this field is required for an agent job"]})
+    if job.task_type == "text" and not (job.text or "").strip():
+        raise SpecError({"text": ["a non-empty text is required for a text job"]})
+    return job

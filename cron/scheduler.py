@@ -1,0 +1,98 @@
+"""The scheduler: a loop whose unit of work is "claim the due runs and start them" (healthchecks' sendalerts).
+
+Any number of schedulers (the one inside `manage.py serve`, `manage.py runscheduler` processes) may run
+against one database: each due run is claimed with a conditional UPDATE on the job's `next_run_at`
+(cron/services.py `run_claim_due`), so exactly one of them fires it. A time missed while nothing ran fires
+once (cron/schedule.py `due_and_next`). Claimed runs execute as tasks of this loop (cron/runner.py), each
+bounded by its job's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from channels.db import database_sync_to_async
+from django.db import close_old_connections
+from django.utils import timezone
+
+from cron import runner, services
+from cron.models import CronRun
+
+logger = logging.getLogger("agentsite.scheduler")
+
+Clock = Callable[[], dt.datetime]
+DEFAULT_INTERVAL = 1.0
+BATCH = 100
+
+
+class Scheduler:
+    """Claims due runs and starts them; `tick()` is the unit of work, `run()` the loop around it."""
+
+    def __init__(self, *, interval: float = DEFAULT_INTERVAL, clock: Clock = timezone.now) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def tick(self, now: dt.datetime | None = None) -> bool:
+        """Claim every run due at `now` and start it; True when there was work (loop again at once)."""
+        run_ids = await database_sync_to_async(self.claim_due)(now or self.clock())
+        for run_id in run_ids:
+            runner.spawn_run(run_id)
+        return bool(run_ids)
+
+    def claim_due(self, now: dt.datetime) -> list[str]:
+        """Sync: claim the runs due at `now`; returns the ids to execute (skipped runs are only recorded)."""
+        close_old_connections()  # a long-lived loop must not keep a connection the database dropped
+        claimed: list[str] = []
+        for job_id, seen in services.due_job_candidates(now=now, limit=BATCH):
+            run = services.run_claim_due(job_id=job_id, seen=seen, now=now)
+            if run is None:
+                continue
+            if run.status == CronRun.Status.SKIPPED:
+                logger.info("cron job %s: run %s skipped, the previous one is still going", job_id, run.id)
+                continue
+            logger.info("cron job %s: run %s claimed (due %s)", job_id, run.id, seen.isoformat())
+            claimed.append(run.id)
+        return claimed
+
+    async def run(self) -> None:
+        """Tick until stopped; a failing tick is logged and retried after the interval."""
+        logger.info("scheduler started (every %.1f s)", self.interval)
+        while not self._stopping.is_set():
+            try:
+                busy = await self.tick()
+            except Exception:
+                logger.exception("scheduler tick failed")
+                busy = False
+            if busy:
+                continue
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval)
+            except TimeoutError:
+                pass
+        logger.info("scheduler stopped")
+
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> Scheduler:
+        """Run the loop as a task of `loop` (which may not be running yet: daphne starts it later)."""
+        target = loop or asyncio.get_running_loop()
+        self._task = target.create_task(self.run(), name="cron-scheduler")
+        return self
+
+    async def stop(self) -> None:
+        """Stop claiming, then cancel the runs in progress here; their rows end `cancelled`."""
+        self._stopping.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        await runner.cancel_runs()
+
+
+def start_embedded_scheduler(
+    loop: asyncio.AbstractEventLoop, *, interval: float = DEFAULT_INTERVAL
+) -> Scheduler:
+    """`manage.py serve`: the scheduler in the server's loop; `await scheduler.stop()` at shutdown."""
+    return Scheduler(interval=interval).start(loop)

@@ -1,0 +1,460 @@
+"""Writes and lookups for cron jobs, runs and the inbox (`<entity>_<action>`, keyword-only, typed).
+
+Views, admin actions, the scheduler and the runner call these; they hold every rule that touches the
+database: ownership, the checks a JOB needs beyond its shape, claiming a due run exactly once, opening
+a run (or recording it `skipped`), finishing a run and the inbox items that follow from it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from agents.models import DEFAULT_AGENT, Agent
+from agents.services import default_agent_ensure
+from chat.models import Message, Session
+from chat.services import session_create
+from cron.exceptions import DeliveryError, InboxItemNotFound, JobNotFound
+from cron.models import CronJob, CronRun, InboxItem
+from cron.schedule import due_and_next, next_run_at
+from cron.specs import (
+    DispatchSpec,
+    JobSpec,
+    ScheduleSpec,
+    SpecError,
+    parse_job,
+    parse_spec,
+    validate_not_past,
+)
+
+logger = logging.getLogger(__name__)
+
+# A `running` row older than its job's timeout plus this belongs to a process that died mid-run.
+STALE_RUN_GRACE = dt.timedelta(seconds=60)
+INBOX_BODY_LIMIT = 20_000
+
+
+def _now(now: dt.datetime | None) -> dt.datetime:
+    return now if now is not None else timezone.now()
+
+
+# --------------------------------------------------------------------------------------------------
+# Jobs
+# --------------------------------------------------------------------------------------------------
+
+
+def job_list_for_user(*, user: AbstractBaseUser) -> QuerySet[CronJob]:
+    return CronJob.objects.filter(owner=user)
+
+
+def job_get_for_user(*, user: AbstractBaseUser, job_id: str) -> CronJob:
+    """The user's job; another user's job is reported exactly like a missing one."""
+    job = CronJob.objects.filter(id=job_id, owner=user).first()
+    if job is None:
+        raise JobNotFound(f"Cron job {job_id} not found")
+    return job
+
+
+def job_create(*, owner: AbstractBaseUser, data: Any, now: dt.datetime | None = None) -> CronJob:
+    """Validate a JOB body for `owner` and store it; raises SpecError (→ 400 with `fields`)."""
+    now = _now(now)
+    spec = parse_job(data)
+    _check_for_owner(owner=owner, spec=spec, now=now, check_past=True)
+    job = CronJob(owner=owner, created_at=now)
+    _apply(job, spec)
+    job.next_run_at = _first_run(job, spec.schedule, now) if job.enabled else None
+    job.save()
+    return job
+
+
+def job_update(*, job: CronJob, data: Any, partial: bool, now: dt.datetime | None = None) -> CronJob:
+    """PUT (replace) or PATCH (top-level keys merged into the stored JOB; nested objects replaced whole)."""
+    now = _now(now)
+    if partial:
+        if not isinstance(data, dict):
+            raise SpecError({"non_field_errors": ["must be a JSON object"]})
+        data = {**job.to_dict(), **data}
+    spec = parse_job(data)
+    schedule_changed = spec.schedule.to_json() != job.schedule
+    _check_for_owner(owner=job.owner, spec=spec, now=now, check_past=schedule_changed)
+    was_enabled = job.enabled
+    _apply(job, spec)
+    if not job.enabled:
+        job.next_run_at = None
+    elif schedule_changed or not was_enabled:
+        job.next_run_at = _first_run(job, spec.schedule, now)
+    job.save()
+    return job
+
+
+def job_delete(*, job: CronJob) -> None:
+    """Delete the job and its history; a run in progress goes on in its session (its row is gone)."""
+    job.delete()
+
+
+def job_pause(*, job: CronJob) -> CronJob:
+    """Stored: no scheduler claims it until it is resumed (a run in progress finishes)."""
+    CronJob.objects.filter(id=job.id).update(enabled=False, next_run_at=None, updated_at=timezone.now())
+    job.refresh_from_db()
+    return job
+
+
+def job_resume(*, job: CronJob, now: dt.datetime | None = None) -> CronJob:
+    """Enable again; the next run is the first one after now (times missed while paused do not fire)."""
+    now = _now(now)
+    spec = job_schedule(job)
+    CronJob.objects.filter(id=job.id).update(
+        enabled=True, next_run_at=_first_run(job, spec, now), updated_at=timezone.now()
+    )
+    job.refresh_from_db()
+    return job
+
+
+def job_schedule(job: CronJob) -> ScheduleSpec:
+    return parse_spec(ScheduleSpec, job.schedule, prefix="schedule")
+
+
+def job_dispatch(job: CronJob) -> DispatchSpec:
+    return parse_spec(DispatchSpec, job.dispatch, prefix="dispatch")
+
+
+def _first_run(job: CronJob, spec: ScheduleSpec, now: dt.datetime) -> dt.datetime | None:
+    return next_run_at(spec, after=now, anchor=job.created_at)
+
+
+def _apply(job: CronJob, spec: JobSpec) -> None:
+    job.name = spec.name
+    job.enabled = spec.enabled
+    job.agent_name = spec.agent
+    job.schedule = spec.schedule.to_json()
+    job.task_type = spec.task_type
+    is_agent = spec.task_type == CronJob.TaskType.AGENT
+    job.request = spec.request.model_dump(mode="json") if is_agent and spec.request else None
+    job.text = None if is_agent else spec.text
+    job.dispatch = spec.dispatch.model_dump(mode="json", exclude_none=True)
+    job.save_result_to_inbox = spec.save_result_to_inbox
+    job.timeout_seconds = spec.timeout_seconds
+
+
+def _check_for_owner(*, owner: AbstractBaseUser, spec: JobSpec, now: dt.datetime, check_past: bool) -> None:
+    """The checks that need the database (or the clock), all reported at once."""
+    fields: dict[str, list[str]] = {}
+    if check_past:
+        try:
+            validate_not_past(spec.schedule, now)
+        except SpecError as exc:
+            fields.update(exc.fields)
+    if spec.agent != DEFAULT_AGENT and not Agent.objects.filter(name=spec.agent).exists():
+        fields["agent"] = [f"unknown agent '{spec.agent}'"]
+    target = spec.dispatch.target
+    if target.user_id is not None and target.user_id not in _owner_ids(owner):
+        fields["dispatch.target.user_id"] = ["must be the job's owner (your user id or username)"]
+    session = Session.objects.filter(id=target.session_id).first()
+    if session is not None and session.user_id != owner.pk:
+        fields["dispatch.target.session_id"] = [f"session '{target.session_id}' belongs to another user"]
+    elif session is not None and not session.is_open:
+        fields["dispatch.target.session_id"] = [f"session '{target.session_id}' is closed"]
+    if fields:
+        raise SpecError(fields)
+
+
+def _owner_ids(owner: AbstractBaseUser) -> set[str]:
+    return {str(owner.pk), owner.get_username()}
+
+
+# --------------------------------------------------------------------------------------------------
+# Runs: opening, claiming, finishing
+# --------------------------------------------------------------------------------------------------
+
+
+def run_list_for_job(*, job: CronJob) -> QuerySet[CronRun]:
+    return CronRun.objects.filter(job=job)
+
+
+def run_start_manual(*, job: CronJob, now: dt.datetime | None = None) -> CronRun:
+    """`POST …/run`: a `running` run to execute now, or a `skipped` one when a run is still going."""
+    with transaction.atomic():
+        return _open_run(job=job, trigger=CronRun.Trigger.MANUAL, scheduled_for=None, now=_now(now))
+
+
+def run_claim_due(*, job_id: str, seen: dt.datetime, now: dt.datetime) -> CronRun | None:
+    """Claim the run due at `seen` for this scheduler, or None when it is not due or another one won.
+
+    The claim is one conditional UPDATE (`WHERE id=… AND enabled AND next_run_at=<seen>`) that moves
+    next_run_at on; only the process whose UPDATE changed the row (rowcount 1) opens the run, in the same
+    transaction, so a claimed run is never lost between the two writes.
+    """
+    with transaction.atomic():
+        job = CronJob.objects.filter(id=job_id, enabled=True, next_run_at=seen).first()
+        if job is None:
+            return None
+        try:
+            spec = job_schedule(job)
+        except SpecError as exc:
+            logger.error("cron job %s has an unreadable schedule (%s): it is paused", job_id, exc)
+            CronJob.objects.filter(id=job_id, next_run_at=seen).update(enabled=False, next_run_at=None)
+            return None
+        due, following = due_and_next(spec, now=now, next_run_at=seen, anchor=job.created_at)
+        if not due:
+            return None
+        won = CronJob.objects.filter(id=job_id, enabled=True, next_run_at=seen).update(next_run_at=following)
+        if won != 1:
+            return None
+        job.next_run_at = following
+        return _open_run(job=job, trigger=CronRun.Trigger.SCHEDULE, scheduled_for=seen, now=now)
+
+
+def due_job_candidates(*, now: dt.datetime, limit: int = 100) -> list[tuple[str, dt.datetime]]:
+    """(job id, next_run_at) of enabled jobs due at `now`, earliest first: what a scheduler tries to claim."""
+    rows = (
+        CronJob.objects.filter(enabled=True, next_run_at__lte=now)
+        .order_by("next_run_at", "id")
+        .values_list("id", "next_run_at")[:limit]
+    )
+    return [(job_id, seen) for job_id, seen in rows if seen is not None]
+
+
+def _open_run(*, job: CronJob, trigger: str, scheduled_for: dt.datetime | None, now: dt.datetime) -> CronRun:
+    """A `running` run, or a `skipped` one when the previous run is still going (in a transaction)."""
+    run_expire_stale(job=job, now=now)
+    run_id = uuid.uuid4().hex
+    try:
+        with transaction.atomic():  # a savepoint: the unique "one running run per job" index decides
+            run = CronRun.objects.create(
+                id=run_id,
+                job=job,
+                trigger=trigger,
+                status=CronRun.Status.RUNNING,
+                scheduled_for=scheduled_for,
+                started_at=now,
+                session_id=_target_session_id(job),
+                message_id=f"cron-{run_id}",
+            )
+    except IntegrityError:
+        return CronRun.objects.create(
+            id=run_id,
+            job=job,
+            trigger=trigger,
+            status=CronRun.Status.SKIPPED,
+            scheduled_for=scheduled_for,
+            started_at=now,
+            finished_at=now,
+            error="a run of this job was still going",
+            session_id=_target_session_id(job),
+        )
+    CronJob.objects.filter(id=job.id).update(last_run_at=now, last_status=CronRun.Status.RUNNING)
+    return run
+
+
+def _target_session_id(job: CronJob) -> str:
+    target = job.dispatch.get("target") if isinstance(job.dispatch, dict) else None
+    return str(target.get("session_id", "")) if isinstance(target, dict) else ""
+
+
+def run_expire_stale(*, job: CronJob, now: dt.datetime) -> int:
+    """End `running` rows whose process died (older than the timeout + grace): `error`, with an inbox item."""
+    limit = now - dt.timedelta(seconds=job.timeout_seconds) - STALE_RUN_GRACE
+    stale = list(CronRun.objects.filter(job=job, status=CronRun.Status.RUNNING, started_at__lt=limit))
+    for run in stale:
+        run_finish(
+            run_id=run.id,
+            status=CronRun.Status.ERROR,
+            error="the process running it stopped before the run finished",
+            now=now,
+        )
+    return len(stale)
+
+
+def run_finish(
+    *,
+    run_id: str,
+    status: str,
+    response: str | None = None,
+    error: str | None = None,
+    now: dt.datetime | None = None,
+) -> bool:
+    """Record how a run ended (once: only a `running` row changes) and add the inbox item it calls for."""
+    now = _now(now)
+    with transaction.atomic():
+        updated = CronRun.objects.filter(id=run_id, status=CronRun.Status.RUNNING).update(
+            status=status, finished_at=now, response=response, error=error
+        )
+        if updated != 1:
+            return False
+        run = CronRun.objects.select_related("job").get(id=run_id)
+        CronJob.objects.filter(id=run.job_id).update(last_status=status)
+        _inbox_for_run(run)
+    return True
+
+
+def _inbox_for_run(run: CronRun) -> InboxItem | None:
+    """PROTOCOL §2: failure/error → always an error item; success → an info item when the job asks for it."""
+    job = run.job
+    payload = {"job_id": job.id, "run_id": run.id, "session_id": run.session_id or None}
+    if run.status in (CronRun.Status.FAILURE, CronRun.Status.ERROR):
+        return inbox_item_create(
+            owner_id=job.owner_id,
+            source_type=InboxItem.SourceType.CRON,
+            source_id=job.id,
+            title=f"{job.name}: run {run.status}",
+            body=run.error or "The run failed.",
+            status=run.status,
+            severity=InboxItem.Severity.ERROR,
+            payload=payload,
+        )
+    if run.status == CronRun.Status.SUCCESS and job.save_result_to_inbox:
+        return inbox_item_create(
+            owner_id=job.owner_id,
+            source_type=InboxItem.SourceType.CRON,
+            source_id=job.id,
+            title=job.name,
+            body=run.response or "",
+            status=run.status,
+            severity=InboxItem.Severity.INFO,
+            payload=payload,
+        )
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Delivery helpers for the runner (sync; the runner calls them through database_sync_to_async)
+# --------------------------------------------------------------------------------------------------
+
+
+def run_target_session(*, job: CronJob) -> Session:
+    """The job's target session: created for the owner with the job's agent when missing.
+
+    At run time anything else is a delivery failure (DeliveryError → run `error`): the session belongs
+    to someone else (taken after the job was saved) or is closed.
+    """
+    session_id = job_dispatch(job).target.session_id
+    session = Session.objects.filter(id=session_id).first()
+    if session is None:
+        if job.agent_name == DEFAULT_AGENT:
+            default_agent_ensure()
+        try:
+            session = session_create(
+                user=job.owner, agent_name=job.agent_name, title=job.name, session_id=session_id
+            )
+        except Exception as exc:  # AgentNotFound, or another user won the race for the id
+            raise DeliveryError(f"could not create session {session_id}: {exc}") from None
+    if session.user_id != job.owner_id:
+        raise DeliveryError(f"session {session_id} belongs to another user")
+    if not session.is_open:
+        raise DeliveryError(f"session {session_id} is closed")
+    return session
+
+
+def assistant_message_create(*, session_id: str, message_id: str, content: str) -> Message:
+    """A text job's delivery: an assistant message in the session, part of the conversation."""
+    now = timezone.now()
+    return Message.objects.create(
+        session_id=session_id,
+        message_id=message_id,
+        role=Message.Role.ASSISTANT,
+        content=content,
+        status="completed",
+        created_at=now,
+        entered_at=now,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Inbox
+# --------------------------------------------------------------------------------------------------
+
+
+def inbox_list_for_user(*, user: AbstractBaseUser, unread_only: bool = False) -> QuerySet[InboxItem]:
+    items = InboxItem.objects.filter(owner=user)
+    return items.filter(read=False) if unread_only else items
+
+
+def inbox_item_get_for_user(*, user: AbstractBaseUser, item_id: str) -> InboxItem:
+    item = InboxItem.objects.filter(id=item_id, owner=user).first()
+    if item is None:
+        raise InboxItemNotFound(f"Inbox item {item_id} not found")
+    return item
+
+
+def inbox_item_create(
+    *,
+    owner_id: int,
+    source_type: str,
+    source_id: str,
+    title: str,
+    body: str,
+    status: str,
+    severity: str,
+    payload: dict[str, Any],
+) -> InboxItem:
+    return InboxItem.objects.create(
+        owner_id=owner_id,
+        source_type=source_type,
+        source_id=source_id,
+        title=title[:300],
+        body=body[:INBOX_BODY_LIMIT],
+        status=status,
+        severity=severity,
+        payload=payload,
+    )
+
+
+def inbox_mark_read(*, user: AbstractBaseUser, ids: Iterable[str] | None = None, every: bool = False) -> int:
+    """Mark the user's items read (the given ids, or all of them); other users' ids are ignored."""
+    items = InboxItem.objects.filter(owner=user, read=False)
+    if not every:
+        items = items.filter(id__in=list(ids or ()))
+    return items.update(read=True)
+
+
+def inbox_item_delete(*, item: InboxItem) -> None:
+    item.delete()
+
+
+def approval_item_create(*, run_id: str, session_id: str, confirmation: dict[str, Any]) -> InboxItem | None:
+    """Tell the job's owner that an unattended run waits for a decision in `session_id`."""
+    run = CronRun.objects.select_related("job").filter(id=run_id).first()
+    if run is None:
+        return None
+    job = run.job
+    tool = str(confirmation.get("tool", "a tool"))
+    what = confirmation.get("command") or confirmation.get("arguments")
+    body = (
+        f"The run of '{job.name}' wants to use '{tool}'"
+        + (f": {what}" if what else "")
+        + f". Open session {session_id} to approve or refuse it; the run waits up to "
+        f"{job.timeout_seconds} s from its start."
+    )
+    return inbox_item_create(
+        owner_id=job.owner_id,
+        source_type=InboxItem.SourceType.APPROVAL,
+        source_id=str(confirmation.get("confirmation_id", "")),
+        title=f"{job.name}: approval needed for {tool}",
+        body=body,
+        status="pending",
+        severity=InboxItem.Severity.WARNING,
+        payload={
+            "job_id": job.id,
+            "run_id": run.id,
+            "session_id": session_id,
+            "confirmation_id": confirmation.get("confirmation_id"),
+            "tool": tool,
+            "arguments": confirmation.get("arguments"),
+        },
+    )
+
+
+def approval_item_resolve(*, confirmation_id: str, approved: bool, by: str) -> int:
+    """Record how a pending approval ended on its inbox item: approved, refused, timeout or cancel."""
+    status = "approved" if approved else ("refused" if by in ("user", "policy") else by)
+    return InboxItem.objects.filter(
+        source_type=InboxItem.SourceType.APPROVAL, source_id=confirmation_id, status="pending"
+    ).update(status=status)
