@@ -383,7 +383,7 @@ class AgentTurn:
             )
             if not outcome.approved:
                 return self._refusal_text(outcome), True
-        return await self._invoke(tool, params)
+        return await self._invoke(tool, params, call.id)
 
     def _refusal_text(self, outcome: ConfirmationOutcome) -> str:
         if outcome.by == "timeout":
@@ -392,9 +392,12 @@ class AgentTurn:
             return "Refused: the turn was cancelled."
         return "Refused by the user."
 
-    async def _invoke(self, tool: Tool, params: Any) -> tuple[str, bool]:
+    async def _invoke(self, tool: Tool, params: Any, call_id: str) -> tuple[str, bool]:
+        # extras["call_id"]: the id of this tool call, for tools that stream events about it
+        # (delegate_external_agent's `delegate_update`, PROTOCOL §3.3).
+        context = replace(self._context, extras={**self._context.extras, "call_id": call_id})
         try:
-            return await tool.run(params, self._context), False
+            return await tool.run(params, context), False
         except ToolError as exc:
             return str(exc), True
         except Exception as exc:  # a tool bug must not end the turn; the model and the log see it

@@ -6,8 +6,10 @@ tools through this module, and tests drive it with pytest alone.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -16,6 +18,8 @@ from typing import Any, ClassVar, Literal
 
 import pydantic
 from pydantic import BaseModel
+
+logger = logging.getLogger(__name__)
 
 Risk = Literal["safe", "dangerous"]
 ApprovalMode = Literal["ask", "full_access", "read_only"]
@@ -79,6 +83,16 @@ class Tool(ABC):
         """Why this call is refused in every approval mode, or None when it may run."""
         return None
 
+    # Lifecycle hooks (added for delegate_external_agent, which keeps runner subprocesses per chat
+    # session): the hub calls them through ToolRegistry so chat never imports the tool's app.
+    async def close_session(self, session_id: str) -> None:
+        """Release what this tool holds for a chat session that was closed. Most tools hold nothing."""
+        return None
+
+    async def shutdown(self) -> None:
+        """Release everything this tool holds: the server is stopping."""
+        return None
+
     def openai_spec(self) -> dict[str, Any]:
         """The entry for the ``tools`` list of a chat-completions request."""
         return {
@@ -125,6 +139,20 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._tools)
+
+    async def close_session(self, session_id: str) -> None:
+        """Tell every tool that a chat session was closed; a failing tool does not stop the others."""
+        await self._each("close_session", [tool.close_session(session_id) for tool in self.all()])
+
+    async def shutdown(self) -> None:
+        """Tell every tool that the server is stopping."""
+        await self._each("shutdown", [tool.shutdown() for tool in self.all()])
+
+    async def _each(self, hook: str, calls: list[Awaitable[None]]) -> None:
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        for tool, result in zip(self.all(), results, strict=True):
+            if isinstance(result, Exception):
+                logger.error("Tool %s failed in %s", tool.name, hook, exc_info=result)
 
     def parse(self, name: str, raw_arguments: str | dict[str, Any] | None) -> tuple[Tool, BaseModel]:
         """Resolve a model's tool call into a tool and validated params, or a ToolError the model reads."""

@@ -88,7 +88,9 @@ async def wait_for_pid_file(path: Path) -> int:
 
 
 def test_default_registry_holds_the_builtins_sorted_by_name() -> None:
+    # delegate_external_agent is registered by the ACP app (delegation/apps.py) when Django starts.
     assert [tool.name for tool in registry.all()] == [
+        "delegate_external_agent",
         "get_current_time",
         "list_files",
         "read_file",
@@ -105,6 +107,7 @@ def test_builtin_risks_and_defaults_follow_the_protocol() -> None:
         "read_file": ("safe", True),
         "write_file": ("dangerous", True),
         "shell": ("dangerous", True),
+        "delegate_external_agent": ("dangerous", False),
     }
 
 

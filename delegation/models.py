@@ -1,0 +1,118 @@
+"""ACP runner configurations: which external agents an agent may delegate to (PROTOCOL §2, §4).
+
+The `args` and `env` JSON columns are read through `RunnerConfig` (pydantic), so a row edited by hand
+that no longer has the right shape fails loudly with the runner's name instead of spawning nonsense.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+import pydantic
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from agents.models import NAME_PATTERN, Agent
+
+TOOL_PARSE_MODES = ("call_title", "update_detail", "call_detail")
+ENV_MASK = "***"  # what responses show instead of an env value (write-only)
+DEFAULT_TIMEOUT_SECONDS = 300
+MAX_TIMEOUT_SECONDS = 86_400
+
+runner_name_validator = RegexValidator(NAME_PATTERN, "Use 1-64 letters, digits, '_' or '-'.")
+
+
+class RunnerConfig(pydantic.BaseModel):
+    """A runner row's settings in typed form: what the tool spawns and how it shows updates."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    enabled: bool
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    trusted: bool
+    tool_parse_mode: Literal["call_title", "update_detail", "call_detail"]
+    timeout_seconds: int = pydantic.Field(gt=0)
+
+
+class RunnerDict(TypedDict):
+    """The wire form of one runner (RUNNER in PROTOCOL §2); env values masked."""
+
+    enabled: bool
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    trusted: bool
+    tool_parse_mode: str
+    timeout_seconds: int
+
+
+class AcpRunner(models.Model):
+    """One external agent (Claude Code, Gemini CLI, goose, ...) an agent may delegate work to."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="acp_runners")
+    name = models.CharField(max_length=64, validators=[runner_name_validator])
+    enabled = models.BooleanField(default=False)
+    command = models.CharField(max_length=1000, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    trusted = models.BooleanField(
+        default=False, help_text="Permission requests are answered 'allow once' without asking the user."
+    )
+    tool_parse_mode = models.CharField(
+        max_length=16, choices=[(mode, mode) for mode in TOOL_PARSE_MODES], default="call_title"
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        default=DEFAULT_TIMEOUT_SECONDS, validators=[MinValueValidator(1)]
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent", "name"]
+        verbose_name = "ACP runner"
+        constraints = [
+            models.UniqueConstraint(fields=["agent", "name"], name="acp_runner_unique_name"),
+            models.CheckConstraint(
+                condition=models.Q(tool_parse_mode__in=TOOL_PARSE_MODES), name="acp_runner_tool_parse_mode"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(timeout_seconds__gte=1), name="acp_runner_timeout_positive"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(enabled=False) | ~models.Q(command=""),
+                name="acp_runner_enabled_has_command",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.name}"
+
+    def config(self) -> RunnerConfig:
+        """The row as a validated RunnerConfig (raises pydantic.ValidationError on a malformed row)."""
+        return RunnerConfig.model_validate(
+            {
+                "name": self.name,
+                "enabled": self.enabled,
+                "command": self.command,
+                "args": self.args,
+                "env": self.env,
+                "trusted": self.trusted,
+                "tool_parse_mode": self.tool_parse_mode,
+                "timeout_seconds": self.timeout_seconds,
+            }
+        )
+
+    def to_dict(self) -> RunnerDict:
+        return {
+            "enabled": self.enabled,
+            "command": self.command,
+            "args": list(self.args),
+            "env": {key: ENV_MASK for key in self.env},
+            "trusted": self.trusted,
+            "tool_parse_mode": self.tool_parse_mode,
+            "timeout_seconds": self.timeout_seconds,
+        }

@@ -1,0 +1,58 @@
+"""Validation of runner configs written over REST (PROTOCOL §2 "ACP runners")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from agentsite.fields import StrictBooleanField, StrictCharField
+from delegation.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, TOOL_PARSE_MODES
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """Only JSON integers: "300", 30.5 and true are refused (no coercion, like the other strict fields)."""
+
+    def to_internal_value(self, data: object) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Must be an integer.")
+        return int(super().to_internal_value(data))
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    def to_internal_value(self, data: object) -> Any:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+class RunnerInputSerializer(serializers.Serializer):
+    """The body of `PUT /agents/{name}/config/acp/{runner}`: a whole RUNNER; missing fields take defaults."""
+
+    enabled = StrictBooleanField(default=False)
+    command = StrictCharField(default="", allow_blank=True, max_length=1000, trim_whitespace=True)
+    args = serializers.ListField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=list)
+    env = serializers.DictField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=dict)
+    trusted = StrictBooleanField(default=False)
+    tool_parse_mode = StrictChoiceField(list(TOOL_PARSE_MODES), default="call_title")
+    timeout_seconds = StrictIntegerField(
+        default=DEFAULT_TIMEOUT_SECONDS, min_value=1, max_value=MAX_TIMEOUT_SECONDS
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+        return super().to_internal_value(data)
+
+    def validate_env(self, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not key or "=" in key or "\x00" in key:
+                raise serializers.ValidationError(f"{key!r} is not a valid environment variable name.")
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["enabled"] and not attrs["command"]:
+            raise serializers.ValidationError({"command": ["An enabled runner needs a command."]})
+        return attrs
