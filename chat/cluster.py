@@ -135,7 +135,13 @@ class Cluster:
         self._relayed[session_id] = events[-1]["seq"]
         await self.layer.group_send(
             mirror_group(session_id),
-            {"type": MESSAGE_TYPE, "kind": "events", "session_id": session_id, "prev": prev, "events": events},
+            {
+                "type": MESSAGE_TYPE,
+                "kind": "events",
+                "session_id": session_id,
+                "prev": prev,
+                "events": events,
+            },
         )
 
     def forget_relay(self, session_id: str) -> None:
@@ -163,7 +169,13 @@ class Cluster:
     # -- commands ----------------------------------------------------------------------------
 
     async def call(
-        self, owner_process_id: str, session_id: str, op: str, payload: dict[str, Any], *, timeout: float = COMMAND_TIMEOUT
+        self,
+        owner_process_id: str,
+        session_id: str,
+        op: str,
+        payload: dict[str, Any],
+        *,
+        timeout: float = COMMAND_TIMEOUT,
     ) -> Any:
         request_id = uuid.uuid4().hex
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -218,7 +230,9 @@ class Cluster:
     async def _answer(self, message: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"type": MESSAGE_TYPE, "kind": "reply", "request_id": message["request_id"]}
         try:
-            reply["result"] = await self._handle_command(message["session_id"], message["op"], message["payload"])
+            reply["result"] = await self._handle_command(
+                message["session_id"], message["op"], message["payload"]
+            )
         except RemoteError as exc:
             reply["error"] = {"code": exc.code, "message": exc.message, "message_id": exc.message_id}
         except Exception as exc:
@@ -230,7 +244,9 @@ class Cluster:
                     "message_id": getattr(exc, "message_id", None),
                 }
             else:
-                logger.exception("command %s on session %s failed", message.get("op"), message.get("session_id"))
+                logger.exception(
+                    "command %s on session %s failed", message.get("op"), message.get("session_id")
+                )
                 reply["error"] = {"code": "internal_error", "message": "The command failed on the server."}
         with contextlib.suppress(Exception):
             await self.layer.send(message["reply_to"], reply)

@@ -130,7 +130,8 @@ class RedisOwnership:
             return self._held[session_id]
         started = self._clock()
         token = await self._acquire(
-            keys=[OWNER_KEY.format(session_id), FENCE_KEY.format(session_id)], args=[self.process_id, self.lease_ms]
+            keys=[OWNER_KEY.format(session_id), FENCE_KEY.format(session_id)],
+            args=[self.process_id, self.lease_ms],
         )
         if token is None:
             return None
@@ -179,7 +180,9 @@ class RedisOwnership:
         for session_id, lease in list(self._held.items()):
             started = self._clock()
             try:
-                ok = await self._renew(keys=[OWNER_KEY.format(session_id)], args=[self._value(lease), self.lease_ms])
+                ok = await self._renew(
+                    keys=[OWNER_KEY.format(session_id)], args=[self._value(lease), self.lease_ms]
+                )
             except Exception:
                 logger.warning("could not renew the lease of session %s", session_id, exc_info=True)
                 ok = 0

@@ -1,12 +1,21 @@
-"""`manage.py serve [--host 127.0.0.1] [--port 8000]`: the ASGI server (daphne) plus the in-process scheduler.
+"""`manage.py serve [--host 127.0.0.1] [--port 8000] [--workers N]`: daphne plus the in-process scheduler.
 
 Before it listens it checks that migrations are applied, registers the provider named in the
-environment, and ends every turn the previous server left running (`result interrupted`, PROTOCOL §3.4).
+environment, and ends every turn that no live process owns any more (`result interrupted`,
+PROTOCOL §3.4). With `--workers N` (needs REDIS_URL) it opens the port once and starts N worker
+processes that share it: the kernel spreads connections over them, and any socket may land on any
+worker (sessions are routed to their owner, DESIGN.md §3). The parent restarts a worker that dies.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 from typing import Any
 
 from django.conf import settings
@@ -16,11 +25,27 @@ from django.db.migrations.executor import MigrationExecutor
 
 logger = logging.getLogger("agentsite.serve")
 
+RESTART_DELAY_SECONDS = 1.0
+
 
 def unapplied_migrations() -> list[str]:
     executor = MigrationExecutor(connection)
     plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
     return [f"{migration.app_label}.{migration.name}" for migration, _ in plan]
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    interface = host.strip("[]")
+    family = socket.AF_INET6 if ":" in interface else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((interface, port))
+    sock.listen(1024)
+    # Non-blocking, as Twisted requires of an adopted socket: with several processes woken for one
+    # connection, the ones that lose the race must get EAGAIN, not block their event loop in accept().
+    sock.setblocking(False)
+    sock.set_inheritable(True)
+    return sock
 
 
 class Command(BaseCommand):
@@ -29,26 +54,45 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (REDIS_URL)")
         parser.add_argument("--no-scheduler", action="store_true", help="do not run the cron scheduler here")
+        parser.add_argument("--fd", type=int, default=None, help=argparse_hidden())
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # daphne.server installs Twisted's asyncio reactor on import; import it before anything uses Twisted.
-        from daphne.server import Server, twisted_loop
-
-        from agents.services import provider_register_from_env
-        from chat.hub import get_hub, reset_hub
-
         pending = unapplied_migrations()
         if pending:
             raise CommandError(
                 f"{len(pending)} database migration(s) are not applied ({', '.join(pending[:3])}…). "
                 "Run `python manage.py migrate` first (make run does it)."
             )
+        workers = options["workers"]
+        if workers < 1:
+            raise CommandError("--workers must be at least 1.")
+        if workers > 1 and options["fd"] is None:
+            if not settings.REDIS_URL:
+                raise CommandError(
+                    "--workers needs REDIS_URL: the processes share sessions over channels-redis "
+                    "(and use DATABASE_URL=postgres://… for more than a few workers)."
+                )
+            self._supervise(options)
+            return
+        self._serve(options)
+
+    # -- one server process ----------------------------------------------------------------
+
+    def _serve(self, options: dict[str, Any]) -> None:
+        # daphne.server installs Twisted's asyncio reactor on import; import it before anything uses Twisted.
+        from daphne.server import Server, twisted_loop
+
+        from agents.services import provider_register_from_env
+        from chat.hub import get_hub, reset_hub
+
         provider_register_from_env()
 
         from agentsite.asgi import application
 
         hub = get_hub()
+        twisted_loop.run_until_complete(hub.start())
         interrupted = twisted_loop.run_until_complete(hub.recover_interrupted_turns())
         if interrupted:
             logger.info("ended %d turn(s) interrupted by the previous shutdown", interrupted)
@@ -57,23 +101,29 @@ class Command(BaseCommand):
             scheduler = self._start_scheduler(twisted_loop)
 
         host, port = options["host"], options["port"]
-        interface = host.strip("[]")
-        endpoint = f"tcp:port={port}:interface={interface.replace(':', r'\:')}"
-        self.stdout.write(f"agentsite serving on http://{host}:{port}/ (Ctrl+C to stop)")
+        endpoints = []
+        if options["fd"] is None:
+            interface = host.strip("[]").replace(":", r"\:")
+            endpoints.append(f"tcp:port={port}:interface={interface}")
+            self.stdout.write(f"agentsite serving on http://{host}:{port}/ (Ctrl+C to stop)")
         server = Server(
             application=application,
-            endpoints=[endpoint],
+            # daphne refuses to start without an endpoint string; a worker adopts its socket instead (below)
+            endpoints=endpoints or ["unix:/nonexistent"],
             signal_handlers=True,
             websocket_max_message_size=settings.AGENTSITE_WS_MAX_FRAME_BYTES,
             websocket_max_frame_size=settings.AGENTSITE_WS_MAX_FRAME_BYTES,
             application_close_timeout=5,
             verbosity=0,
         )
+        if options["fd"] is not None:
+            family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+            adopt_listening_socket(server, options["fd"], family)
         try:
             server.run()
         finally:
             if scheduler is not None:
-                twisted_loop.run_until_complete(self._stop_scheduler(scheduler))
+                twisted_loop.run_until_complete(scheduler.stop())
             twisted_loop.run_until_complete(reset_hub())
             self.stdout.write("agentsite stopped")
 
@@ -84,5 +134,67 @@ class Command(BaseCommand):
             return None
         return start_embedded_scheduler(loop)
 
-    async def _stop_scheduler(self, scheduler: Any) -> None:
-        await scheduler.stop()
+    # -- several worker processes on one port ------------------------------------------------
+
+    def _supervise(self, options: dict[str, Any]) -> None:
+        sock = listening_socket(options["host"], options["port"])
+        fd = sock.fileno()
+        stopping = False
+
+        def spawn(index: int) -> subprocess.Popen[bytes]:
+            command = [sys.executable, sys.argv[0], "serve", "--host", options["host"], "--fd", str(fd)]
+            if index > 0 or options["no_scheduler"]:
+                command.append("--no-scheduler")  # one embedded scheduler is enough; claims are exactly-once anyway
+            return subprocess.Popen(command, pass_fds=(fd,), env={**os.environ, "AGENTSITE_WORKER": str(index)})
+
+        def stop(signum: int, frame: Any) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        children = [spawn(index) for index in range(options["workers"])]
+        self.stdout.write(
+            f"agentsite serving on http://{options['host']}:{options['port']}/ with {len(children)} worker "
+            f"processes (pids {', '.join(str(c.pid) for c in children)})"
+        )
+        try:
+            while not stopping:
+                for index, child in enumerate(children):
+                    if child.poll() is not None and not stopping:
+                        logger.warning("worker %d (pid %d) exited with %s; restarting", index, child.pid, child.returncode)
+                        time.sleep(RESTART_DELAY_SECONDS)
+                        children[index] = spawn(index)
+                time.sleep(0.2)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for child in children:
+                try:
+                    child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+            sock.close()
+            self.stdout.write("agentsite stopped")
+
+
+def adopt_listening_socket(server: Any, fd: int, family: int) -> None:
+    """Serve connections of a socket the parent opened (`--workers`): daphne only takes endpoint strings,
+    and this Twisted has no string form for an inherited socket, so adopt it once the reactor runs."""
+    from twisted.internet import reactor
+
+    server.endpoints = []
+
+    def adopt() -> None:
+        server.listeners.append(reactor.adoptStreamPort(fd, family, server.http_factory))  # type: ignore[attr-defined]
+
+    reactor.callWhenRunning(adopt)  # type: ignore[attr-defined]
+
+
+def argparse_hidden() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
