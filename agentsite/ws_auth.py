@@ -75,5 +75,5 @@ class WebSocketAuthMiddleware(BaseMiddleware):
         return await super().__call__(scope, receive, send)
 
 
-def WebSocketAuthStack(inner: Any) -> Any:  # noqa: N802 - named like Channels' AuthMiddlewareStack
+def WebSocketAuthStack(inner: Any) -> Any:
     return AuthMiddlewareStack(WebSocketAuthMiddleware(inner))

@@ -1,4 +1,8 @@
-"""Portal pages: the session list and the chat view (the socket does the rest, static/js/chat.js)."""
+"""Portal chat pages: the session list and the chat view (the socket does the rest, static/js/chat.js).
+
+Writes (rename, close, messages) go through the REST API and the socket from the browser, so the portal
+has no second code path for them.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +15,14 @@ from agents.models import Agent
 from chat.exceptions import ChatError
 from chat.services import session_create, session_get_for_user, session_list_for_user
 
+SIDEBAR_SESSIONS = 100
+
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    sessions = session_list_for_user(user=request.user)[:100]
-    return render(request, "chat/home.html", {"sessions": sessions, "agents": Agent.objects.all()})
+    sessions = session_list_for_user(user=request.user)[:SIDEBAR_SESSIONS]
+    context = {"sessions": sessions, "agents": Agent.objects.order_by("name"), "nav": "chats"}
+    return render(request, "chat/home.html", context)
 
 
 @login_required
@@ -35,5 +42,5 @@ def chat(request: HttpRequest, session_id: str) -> HttpResponse:
         session = session_get_for_user(user=request.user, session_id=session_id)
     except ChatError:
         raise Http404("Session not found") from None
-    sessions = session_list_for_user(user=request.user)[:100]
-    return render(request, "chat/chat.html", {"session": session, "sessions": sessions})
+    sessions = session_list_for_user(user=request.user)[:SIDEBAR_SESSIONS]
+    return render(request, "chat/chat.html", {"session": session, "sessions": sessions, "nav": "chats"})

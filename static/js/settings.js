@@ -1,0 +1,147 @@
+// Page-specific bits of the settings, jobs and inbox pages (the generic API forms are in portal.js).
+(function () {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+
+  // Times shown in the reader's own time zone.
+  document.querySelectorAll("time.local-time").forEach((t) => {
+    const d = new Date(t.getAttribute("datetime"));
+    if (!isNaN(d)) t.textContent = d.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  });
+
+  // API keys: the new key is shown once, with a Copy button; a row joins the table.
+  const keyForm = $("key-form");
+  if (keyForm) {
+    keyForm.addEventListener("api:done", (e) => {
+      const key = e.detail;
+      const box = $("new-key");
+      $("new-key-value").value = key.key;
+      box.hidden = false;
+      box.focus();
+      const tbody = document.querySelector("#keys tbody");
+      const empty = tbody.querySelector(".empty");
+      if (empty) empty.remove();
+      const tr = document.createElement("tr");
+      tr.dataset.row = "";
+      const cells = [key.name || "(unnamed)", key.prefix + "…", key.created_at.slice(0, 16).replace("T", " "), "never"];
+      for (const text of cells) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      const td = document.createElement("td");
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "danger small";
+      b.textContent = "Revoke";
+      b.dataset.api = "/api/v1/auth/keys/" + encodeURIComponent(key.id);
+      b.dataset.method = "DELETE";
+      b.dataset.confirm = "Revoke this key? Programs using it stop working at once.";
+      b.dataset.after = "remove";
+      td.appendChild(b);
+      tr.appendChild(td);
+      tbody.prepend(tr);
+      $("key-name").value = "";
+    });
+  }
+
+  // Providers: "Test connection" shows what the endpoint answered.
+  document.querySelectorAll("button.provider-test").forEach((b) => {
+    b.addEventListener("api:done", (e) => {
+      const out = $(b.dataset.target);
+      const r = e.detail || {};
+      out.classList.toggle("error", !r.ok);
+      out.classList.toggle("ok", !!r.ok);
+      out.textContent = r.ok
+        ? "Connected. Models: " + ((r.models || []).join(", ") || "(none listed)")
+        : "Failed: " + ((r.error && r.error.message) || "no answer");
+    });
+  });
+
+  // A new ACP runner: its name is part of the URL.
+  document.querySelectorAll("form[data-runner-new]").forEach((form) => {
+    const name = form.querySelector("[data-runner-name]");
+    const base = form.dataset.api;
+    const sync = () => { form.dataset.api = base + encodeURIComponent(name.value.trim()); };
+    name.addEventListener("input", sync);
+    sync();
+  });
+
+  // Cron job form: the schedule in words and the next run times, as you type.
+  const jobForm = $("job-form");
+  if (jobForm) {
+    const words = $("schedule-words");
+    const kind = () => jobForm.querySelector('input[name="schedule_type"]:checked').value;
+    const onceIso = () => {
+      const v = $("job-at").value;
+      return v ? new Date(v).toISOString() : "";
+    };
+    let timer = null;
+    const preview = () => {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(async () => {
+        const params = new URLSearchParams({ type: kind(), timezone: $("job-tz").value || "UTC" });
+        if (kind() === "cron") params.set("cron", $("job-cron").value);
+        if (kind() === "interval") params.set("every_seconds", $("job-every").value);
+        if (kind() === "once") params.set("run_at", onceIso());
+        const r = await fetch(words.dataset.preview + "?" + params, { credentials: "same-origin" });
+        const data = await r.json();
+        words.replaceChildren();
+        if (!data.ok) {
+          words.className = "schedule-words error";
+          words.textContent = data.error;
+          return;
+        }
+        words.className = "schedule-words";
+        const p = document.createElement("p");
+        p.textContent = data.description.charAt(0).toUpperCase() + data.description.slice(1) + ".";
+        words.appendChild(p);
+        if (data.next.length) {
+          const label = document.createElement("span");
+          label.textContent = "Next runs:";
+          const ul = document.createElement("ul");
+          for (const t of data.next) {
+            const li = document.createElement("li");
+            li.textContent = new Date(t).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+            ul.appendChild(li);
+          }
+          words.append(label, ul);
+        }
+      }, 200);
+    };
+    const showKind = () => {
+      jobForm.querySelectorAll("[data-schedule]").forEach((box) => { box.hidden = box.dataset.schedule !== kind(); });
+      preview();
+    };
+    jobForm.querySelectorAll('input[name="schedule_type"]').forEach((r) => r.addEventListener("change", showKind));
+    ["job-cron", "job-every", "job-at", "job-tz"].forEach((id) => $(id).addEventListener("input", preview));
+    showKind();
+
+    window.agentsiteCronBody = function () {
+      const type = kind();
+      const schedule = { type: type, timezone: $("job-tz").value || "UTC" };
+      if (type === "cron") schedule.cron = $("job-cron").value.trim();
+      if (type === "interval") schedule.every_seconds = Number($("job-every").value);
+      if (type === "once") schedule.run_at = onceIso();
+      const task = jobForm.querySelector('input[name="task_type"]:checked').value;
+      const text = $("job-text").value;
+      const name = $("job-name").value.trim();
+      let target = $("job-target").value;
+      if (!target) {
+        const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "").slice(0, 40) || "job";
+        target = "job-" + slug + "-" + Math.random().toString(36).slice(2, 8);
+      }
+      const body = {
+        name: name,
+        agent: $("job-agent").value,
+        schedule: schedule,
+        task_type: task,
+        dispatch: { type: "channel", channel: "console", target: { session_id: target }, mode: "final" },
+        save_result_to_inbox: $("job-inbox").checked,
+      };
+      if (task === "agent") body.request = { input: [{ role: "user", type: "message", content: [{ type: "text", text: text }] }] };
+      else body.text = text;
+      return body;
+    };
+  }
+})();
