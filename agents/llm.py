@@ -18,9 +18,19 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import openai
+if TYPE_CHECKING:
+    import openai
+
+
+def _sdk() -> Any:
+    """The openai SDK, imported on first use: it costs ~38 MB and is not needed until a real provider
+    is called (the demo model, cron, ACP and most requests never touch it)."""
+    import openai
+
+    return openai
+
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +145,7 @@ class OpenAIModelClient:
         self.base_url = base_url
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one; never let it
         # fall back to the server's own OPENAI_API_KEY for a provider configured without one.
-        self._client = openai.AsyncOpenAI(
+        self._client = _sdk().AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or "not-needed",
             timeout=timeout,
@@ -148,7 +158,7 @@ class OpenAIModelClient:
     async def list_models(self) -> list[str]:
         try:
             page = await self._client.models.list()
-        except openai.APIError as exc:
+        except _sdk().APIError as exc:
             raise self._error(exc, model=None) from None
         return sorted(model.id for model in page.data)
 
@@ -186,7 +196,7 @@ class OpenAIModelClient:
                     yield chunk
         except ModelError:
             raise
-        except openai.APIError as exc:
+        except _sdk().APIError as exc:
             raise self._error(exc, model=model) from None
         except _TIMEOUT_ERRORS:
             raise ModelError(
@@ -210,6 +220,7 @@ def error_from_sdk(
     exc: openai.APIError, *, provider: str, model: str | None, base_url: str = ""
 ) -> ModelError:
     """Turn an SDK exception into a ModelError with a sentence a user can act on."""
+    openai = _sdk()
     who = f"Provider '{provider}'"
     what = f"model '{model}'" if model else "the model list"
     if isinstance(exc, openai.APITimeoutError):

@@ -6,8 +6,10 @@ everything read from the database is read here, once, before the turn starts.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,11 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 def workspace_for(session_id: str) -> Path:
     """The session's workspace folder. Ids with other characters ('.', ':') are hashed: '..' is a valid id."""
-    name = session_id if _PLAIN_NAME.fullmatch(session_id) else "s-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+    name = (
+        session_id
+        if _PLAIN_NAME.fullmatch(session_id)
+        else "s-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
+    )
     path = Path(settings.WORKSPACES_DIR) / name
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -50,14 +56,58 @@ class TurnSetup:
     workspace: Path
 
 
-def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
-    session = Session.objects.get(id=session_id)
-    agent = agent_get(name=session.agent_name)
-    return TurnSetup(
-        choice=model_choice_for(agent=agent, override=request.model),
+@dataclass(frozen=True)
+class AgentConfig:
+    """What a turn needs of its agent's site configuration (cached: it rarely changes)."""
+
+    found: bool
+    system_prompt: str
+    choice: ModelChoice
+    tools: list[Tool]
+
+
+# Site configuration is read for every turn but changes rarely: keep it for a short while. A change made
+# in this process clears it at once (signals below); other processes see it within CONFIG_TTL_SECONDS.
+CONFIG_TTL_SECONDS = 2.0
+_configs: dict[str, tuple[float, AgentConfig]] = {}
+_session_agents: dict[str, str] = {}  # a session's agent never changes
+
+
+def clear_config_cache(**_: Any) -> None:
+    _configs.clear()
+
+
+def agent_config(agent_name: str) -> AgentConfig:
+    cached = _configs.get(agent_name)
+    now = time.monotonic()
+    if cached is not None and now - cached[0] < CONFIG_TTL_SECONDS:
+        return cached[1]
+    agent = agent_get(name=agent_name)
+    config = AgentConfig(
+        found=agent is not None,
         system_prompt=agent.system_prompt if agent else "",
+        choice=model_choice_for(agent=agent),
+        tools=enabled_tools(agent_name) if agent else [],
+    )
+    _configs[agent_name] = (now, config)
+    return config
+
+
+def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
+    agent_name = _session_agents.get(session_id)
+    if agent_name is None:
+        agent_name = _session_agents[session_id] = Session.objects.values_list("agent_name", flat=True).get(
+            id=session_id
+        )
+    config = agent_config(agent_name)
+    choice = config.choice
+    if request.model:
+        choice = dataclasses.replace(choice, model=request.model)
+    return TurnSetup(
+        choice=choice,
+        system_prompt=config.system_prompt,
         history=history_for_model(session_id, before_message_id=request.message_id),
-        tools=enabled_tools(session.agent_name) if agent else [],
+        tools=config.tools,
         workspace=workspace_for(session_id),
     )
 

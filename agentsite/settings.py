@@ -97,11 +97,16 @@ TEMPLATES = [
 ]
 
 
+# Keep database connections open between calls: turns and sockets reach the database through a few
+# long-lived threads, and reconnecting on every call cost more than the queries (bench/README.md).
+CONN_MAX_AGE = env_int("AGENTSITE_CONN_MAX_AGE", 600, minimum=0)
+
+
 def _databases() -> dict[str, dict[str, object]]:
     url = env_str("DATABASE_URL")
     if url:
         try:
-            config = dj_database_url.parse(url, conn_max_age=0)
+            config = dj_database_url.parse(url, conn_max_age=CONN_MAX_AGE, conn_health_checks=True)
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
         if config.get("ENGINE") == "django.db.backends.postgresql":
@@ -111,6 +116,8 @@ def _databases() -> dict[str, dict[str, object]]:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "agentsite.sqlite3",
+            "CONN_MAX_AGE": CONN_MAX_AGE,
+            "CONN_HEALTH_CHECKS": True,
             "OPTIONS": {
                 # WAL lets readers go on while a writer commits; IMMEDIATE takes the write lock at BEGIN so
                 # concurrent writers wait (busy timeout) instead of failing with "database is locked".

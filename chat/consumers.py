@@ -118,16 +118,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _send_events(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
         while True:
-            event = await queue.get()
-            if event is _MOVED:
-                await self.close(code=CLOSE_TRY_AGAIN)
-                return
-            seq = event.get("seq")
-            if seq is not None:
-                if seq <= self.sent_seq:
-                    continue  # already in the snapshot or the replay
-                self.sent_seq = seq
-            await self.send(dumps(event))
+            # Take everything that is waiting in one wake-up: a streaming turn publishes bursts.
+            batch = [await queue.get()]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            for event in batch:
+                if event is _MOVED:
+                    await self.close(code=CLOSE_TRY_AGAIN)
+                    return
+                seq = event.get("seq")
+                if seq is not None:
+                    if seq <= self.sent_seq:
+                        continue  # already in the snapshot or the replay
+                    self.sent_seq = seq
+                await self.send(dumps(event))
 
     async def disconnect(self, code: int) -> None:
         if self.sender is not None:

@@ -81,6 +81,7 @@ class Hub:
         )
         self.logs: dict[str, EventLog] = {}
         self.connections: dict[str, set[Any]] = {}
+        self.titled: set[str] = set()  # sessions whose title this process already derived (message_submit)
         # Several processes share sessions when a Redis channel layer is configured (DESIGN.md §3).
         self.scaled = bool(settings.REDIS_URL)
         self.ownership: Ownership = LocalOwnership()
@@ -153,7 +154,8 @@ class Hub:
         except Fenced:
             await self.ownership.release(session_id)
             raise NotOwner(session_id) from None
-        store = DjangoQueueStore(session_id, token=token)
+        known = {item.request.message_id for item in state.pending} | set(state.running_message_ids)
+        store = DjangoQueueStore(session_id, token=token, known=known)
         fanout = None
         if self.scaled:
             relay = self._relays[session_id] = EventRelay(partial(self._relay_batch, session_id))
@@ -523,10 +525,12 @@ async def message_submit(
     from chat.service import Submit
     from chat.services import session_title_from_first_message
 
-    message_id = message_id or uuid.uuid4().hex
-    taken = await database_sync_to_async(
+    hub = get_hub()
+    # A server-assigned id cannot be taken; a client's id is checked against the stored history too.
+    taken = message_id is not None and await database_sync_to_async(
         Message.objects.filter(session_id=session_id, message_id=message_id).exists
     )()
+    message_id = message_id or uuid.uuid4().hex
     if taken:
         raise InputError(
             "duplicate_message_id",
@@ -542,6 +546,8 @@ async def message_submit(
         stream_events=stream_events,
         confirmation_timeout=confirmation_timeout,
     )
-    ack = await get_hub().dispatch(session_id, Submit(request=request, steer=steer))
-    await database_sync_to_async(session_title_from_first_message)(session_id=session_id, content=content)
+    ack = await hub.dispatch(session_id, Submit(request=request, steer=steer))
+    if session_id not in hub.titled:  # once per session and process: the title is set by the first message
+        hub.titled.add(session_id)
+        await database_sync_to_async(session_title_from_first_message)(session_id=session_id, content=content)
     return ack

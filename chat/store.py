@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
-from django.db import transaction
-from django.db.models import F, Max
+from django.db import IntegrityError, transaction
+from django.db.models import F, Max, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from chat.models import Message, Session
@@ -52,9 +53,10 @@ class DjangoQueueStore:
     `token` (several processes only) fences the writes: see chat/ownership.py.
     """
 
-    def __init__(self, session_id: str, token: int | None = None):
+    def __init__(self, session_id: str, token: int | None = None, known: set[str] | None = None):
         self.session_id = session_id
         self.token = token
+        self._known: set[str] = set(known or ())  # message ids already stored for this session
 
     async def save_message(self, item: PendingItem, *, status: str) -> None:
         await database_sync_to_async(self._save_message)(item, status)
@@ -63,32 +65,40 @@ class DjangoQueueStore:
     def _save_message(self, item: PendingItem, status: str) -> None:
         _check_fence(self.session_id, self.token)
         request = item.request
-        updated = Message.objects.filter(
+        if request.message_id not in self._known:
+            # A new message: one INSERT (the common case: a submit), an UPDATE only if it was stored
+            # before (by another process, or before a restart).
+            try:
+                with transaction.atomic():
+                    self._insert(item, status)
+                self._known.add(request.message_id)
+                return
+            except IntegrityError:
+                self._known.add(request.message_id)
+        changes: dict[str, Any] = {"status": status, "steer_requested": item.steer_requested}
+        if item.order >= 0:  # order < 0 marks a placeholder (interrupt_stored_turn): keep the stored position
+            changes["queue_order"] = item.order
+        if status in ENTERS_HISTORY:
+            changes["entered_at"] = Coalesce(F("entered_at"), Value(timezone.now()))
+        Message.objects.filter(
             session_id=self.session_id, message_id=request.message_id, role=Message.Role.USER
-        ).update(
+        ).update(**changes)
+
+    def _insert(self, item: PendingItem, status: str) -> None:
+        request = item.request
+        Message.objects.create(
+            session_id=self.session_id,
+            message_id=request.message_id,
+            role=Message.Role.USER,
+            content=request.content,
             status=status,
+            queue_order=item.order if item.order >= 0 else None,
             steer_requested=item.steer_requested,
-            # order < 0 marks a placeholder (interrupt_stored_turn): keep the stored position
-            **({"queue_order": item.order} if item.order >= 0 else {}),
+            config=request.config,
+            approval_mode=request.approval_mode,
+            model=request.model or "",
+            entered_at=timezone.now() if status in ENTERS_HISTORY else None,
         )
-        if updated and status in ENTERS_HISTORY:
-            Message.objects.filter(
-                session_id=self.session_id, message_id=request.message_id, entered_at__isnull=True
-            ).update(entered_at=timezone.now())
-        if not updated:
-            Message.objects.create(
-                session_id=self.session_id,
-                message_id=request.message_id,
-                role=Message.Role.USER,
-                content=request.content,
-                status=status,
-                queue_order=item.order,
-                steer_requested=item.steer_requested,
-                config=request.config,
-                approval_mode=request.approval_mode,
-                model=request.model or "",
-                entered_at=timezone.now() if status in ENTERS_HISTORY else None,
-            )
 
     async def save_paused(self, paused: bool) -> None:
         await database_sync_to_async(self._save_paused)(paused)
@@ -213,22 +223,24 @@ class DjangoTurnRecorder:
 
 def history_for_model(session_id: str, *, before_message_id: str) -> list[dict[str, Any]]:
     """Earlier turns as OpenAI chat messages: user, assistant (with tool calls) and tool results."""
+    # Plain tuples, not model instances: this runs for every turn over the whole conversation.
     rows = (
         Message.objects.filter(session_id=session_id, entered_at__isnull=False)
         .exclude(message_id=before_message_id)
         .order_by("entered_at", "id")
+        .values_list("role", "content", "tool_calls", "tool_call_id")
     )
     history: list[dict[str, Any]] = []
-    for row in rows:
-        if row.role == Message.Role.TOOL:
-            history.append({"role": "tool", "tool_call_id": row.tool_call_id, "content": row.content})
-        elif row.role == Message.Role.ASSISTANT:
-            entry: dict[str, Any] = {"role": "assistant", "content": row.content or None}
-            if row.tool_calls:
-                entry["tool_calls"] = row.tool_calls
+    for role, content, tool_calls, tool_call_id in rows:
+        if role == Message.Role.TOOL:
+            history.append({"role": "tool", "tool_call_id": tool_call_id, "content": content})
+        elif role == Message.Role.ASSISTANT:
+            entry: dict[str, Any] = {"role": "assistant", "content": content or None}
+            if tool_calls:
+                entry["tool_calls"] = tool_calls
             history.append(entry)
-        elif row.role == Message.Role.USER:
-            history.append({"role": "user", "content": row.content})
+        elif role == Message.Role.USER:
+            history.append({"role": "user", "content": content})
     return _drop_dangling_tool_calls(history)
 
 

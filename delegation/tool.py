@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from channels.db import database_sync_to_async
 from pydantic import BaseModel
 
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
-from delegation.client import AcpConnection, AcpError, AcpRunnerSpec
 from delegation.models import RunnerConfig
-from delegation.policy import PermissionDecision, PermissionRequest
 from delegation.services import runner_configs_for_session
-from delegation.sessions import AcpSessionRegistry
-from delegation.updates import RenderedUpdate
+
+if TYPE_CHECKING:
+    from delegation.client import AcpConnection, AcpError, AcpRunnerSpec
+    from delegation.policy import PermissionDecision, PermissionRequest
+    from delegation.sessions import AcpSessionRegistry
+    from delegation.updates import RenderedUpdate
 
 TOOL_NAME = "delegate_external_agent"
 Action = Literal["list", "status", "start", "message", "cancel", "close"]
@@ -53,7 +55,16 @@ class DelegateExternalAgentTool(Tool):
     default_enabled = False
 
     def __init__(self) -> None:
-        self.sessions = AcpSessionRegistry()
+        self._sessions: AcpSessionRegistry | None = None
+
+    @property
+    def sessions(self) -> AcpSessionRegistry:
+        # The ACP SDK costs ~30 MB and 0.3 s to import: load it when a runner is first used.
+        if self._sessions is None:
+            from delegation.sessions import AcpSessionRegistry
+
+            self._sessions = AcpSessionRegistry()
+        return self._sessions
 
     # -- Tool API ----------------------------------------------------------------------------------
 
@@ -87,11 +98,13 @@ class DelegateExternalAgentTool(Tool):
 
     async def close_session(self, session_id: str) -> None:
         """The chat session was closed: end its runners and their process groups."""
-        await self.sessions.close_chat_session(session_id)
+        if self._sessions is not None:
+            await self._sessions.close_chat_session(session_id)
 
     async def shutdown(self) -> None:
         """The server is stopping: end every runner."""
-        await self.sessions.close_all()
+        if self._sessions is not None:
+            await self._sessions.close_all()
 
     # -- actions -------------------------------------------------------------------------------------
 
@@ -125,7 +138,7 @@ class DelegateExternalAgentTool(Tool):
             conn = await self.sessions.start(ctx.session_id, spec, startup_timeout=startup_timeout)
         except ValueError as exc:
             raise ToolError(f"Runner '{config.name}' is misconfigured: {exc}") from None
-        except AcpError as exc:
+        except _acp_error() as exc:
             raise ToolError(_start_failure(config.name, exc)) from None
         return await _prompt(conn, message, ctx)
 
@@ -186,7 +199,7 @@ async def _prompt(conn: AcpConnection, message: str, ctx: ToolContext) -> str:
             on_permission=lambda request: _ask_user(ctx, runner, request),
             on_policy_decision=lambda request, decision: _show_policy(ctx, decision),
         )
-    except AcpError as exc:
+    except _acp_error() as exc:
         raise ToolError(_prompt_failure(runner, exc)) from None
     return _reply_text(runner, reply, conn.stop_reason)
 
@@ -238,7 +251,15 @@ def _show_policy(ctx: ToolContext, decision: PermissionDecision) -> None:
 # -- helpers ---------------------------------------------------------------------------------------------
 
 
+def _acp_error() -> type[Exception]:
+    from delegation.client import AcpError
+
+    return AcpError
+
+
 def _spec(config: RunnerConfig, ctx: ToolContext) -> AcpRunnerSpec:
+    from delegation.client import AcpRunnerSpec
+
     return AcpRunnerSpec(
         name=config.name,
         command=config.command,

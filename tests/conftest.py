@@ -58,8 +58,10 @@ def api(client: Any) -> Iterator[Any]:
 @pytest.fixture(autouse=True)
 async def fresh_hub() -> AsyncIterator[None]:
     """Each test gets its own live sessions (controllers are bound to the test's event loop)."""
+    from agents.runtime import clear_config_cache
     from chat.hub import reset_hub
 
+    clear_config_cache()  # rows of the previous test are gone (flushed without signals)
     await reset_hub()
     yield
     await reset_hub()
