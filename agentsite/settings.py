@@ -6,6 +6,7 @@ layer). DATABASE_URL / REDIS_URL switch to Postgres / channels-redis for the sca
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -110,7 +111,10 @@ def _databases() -> dict[str, dict[str, object]]:
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
         if config.get("ENGINE") == "django.db.backends.postgresql":
-            config.setdefault("TEST", {"NAME": env_str("AGENTSITE_TEST_DB_NAME", "test_agentsite")})
+            # One test database per test run, so two runs on one server (a developer's and CI's) never collide.
+            config.setdefault(
+                "TEST", {"NAME": env_str("AGENTSITE_TEST_DB_NAME", f"test_agentsite_{os.getpid()}")}
+            )
         return {"default": config}
     return {
         "default": {

@@ -192,7 +192,12 @@ class Hub:
 
     async def _relay_batch(self, session_id: str, batch: list[dict[str, Any]]) -> None:
         assert self.replay is not None and self.cluster is not None
-        await self.replay.append(session_id, batch)  # first the store, so a gap can always be refilled
+        try:
+            await self.replay.append(session_id, batch)  # first the store, so a gap can always be refilled
+        except Exception:
+            logger.warning(
+                "could not store %d event(s) of session %s for replay", len(batch), session_id, exc_info=True
+            )
         await self.cluster.relay(session_id, batch)
 
     async def _lost(self, session_id: str) -> None:
@@ -527,9 +532,12 @@ async def message_submit(
 
     hub = get_hub()
     # A server-assigned id cannot be taken; a client's id is checked against the stored history too.
-    taken = message_id is not None and await database_sync_to_async(
-        Message.objects.filter(session_id=session_id, message_id=message_id).exists
-    )()
+    taken = (
+        message_id is not None
+        and await database_sync_to_async(
+            Message.objects.filter(session_id=session_id, message_id=message_id).exists
+        )()
+    )
     message_id = message_id or uuid.uuid4().hex
     if taken:
         raise InputError(

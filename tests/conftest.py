@@ -76,7 +76,11 @@ def llm(fake_llm: Any, db: Any) -> Any:
     from agents.models import Provider, SiteDefault
 
     provider = Provider.objects.create(
-        id="fake", name="Fake LLM", base_url=fake_llm.base_url, api_key="sk-fake", model_list=["fake-model"],
+        id="fake",
+        name="Fake LLM",
+        base_url=fake_llm.base_url,
+        api_key="sk-fake",
+        model_list=["fake-model"],
         default_model="fake-model",
     )
     site = SiteDefault.load()
@@ -103,3 +107,37 @@ async def redis_client() -> AsyncIterator[Any]:
         pytest.skip(message)
     yield client
     await client.aclose()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def drop_stale_postgres_test_databases() -> Iterator[None]:
+    """Postgres runs use one test database per run (settings: test_agentsite_<pid>). Drop this run's at
+    the end even when a worker thread still holds a connection (WITH FORCE), and those of dead runs."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        yield
+        return
+    import psycopg
+
+    admin = url.replace("postgres://", "postgresql://", 1)
+
+    def drop(only_dead: bool) -> None:
+        try:
+            with psycopg.connect(admin, autocommit=True, connect_timeout=5) as conn:
+                names = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT datname FROM pg_database WHERE datname LIKE 'test_agentsite_%'"
+                    )
+                ]
+                for name in names:
+                    pid = name.rsplit("_", 1)[-1]
+                    alive = pid.isdigit() and os.path.exists(f"/proc/{pid}")
+                    if (only_dead and not alive) or (not only_dead and pid == str(os.getpid())):
+                        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except Exception as exc:  # hygiene only: never fail a run for it
+            print(f"could not drop stale test databases: {exc}")
+
+    drop(only_dead=True)
+    yield
+    drop(only_dead=False)

@@ -30,7 +30,7 @@ from tests.delegation.support import (
     runner_body,
     tool_results,
 )
-from tests.support.ws import connect
+from tests.support.ws import connect, rest
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun, pytest.mark.timeout(60)]
 
@@ -283,7 +283,7 @@ async def test_cancel_mid_prompt_cancels_the_runner_and_deleting_the_chat_sessio
     assert frame["data"]["status"] == "cancelled"
     assert _tool_state(session.id) == "open", "the prompt was cancelled; the runner's session stays open"
 
-    deleted = await sync_to_async(api(alice_key).delete)(f"/api/v1/chat/sessions/{session.id}")
+    deleted = await rest("DELETE", f"/api/v1/chat/sessions/{session.id}", key=alice_key)
     assert deleted.status_code == 200
     assert group_gone(pgid) and marker_pids(marker) == []
     await ws.disconnect()

@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import signal
+import uuid
 from typing import Any
 
 import httpx
@@ -31,6 +32,8 @@ from tests.support.server import RunningServer, serve, server_env
 pytestmark = pytest.mark.services_rerun
 
 WITHIN = 15  # seconds any one wait may take
+# Unique per run: with Redis, a session's events outlive the test database in the replay store.
+SID = f"durable-{uuid.uuid4().hex[:8]}"
 
 
 async def frames_until(ws: Any, kind: str, status: str | None = None) -> list[dict[str, Any]]:
@@ -82,9 +85,9 @@ async def test_a_killed_server_keeps_its_queue_and_reports_the_interrupted_turn(
 
         with serve(env, kill=True) as first:
             async with httpx.AsyncClient(base_url=f"{first.base_url}/api/v1", headers=headers) as http:
-                created = await http.post("/chat/sessions", json={"session_id": "durable-1"})
+                created = await http.post("/chat/sessions", json={"session_id": SID})
                 assert created.status_code == 200, created.text
-            async with websockets.connect(socket_url(first, "durable-1", key)) as ws:
+            async with websockets.connect(socket_url(first, SID, key)) as ws:
                 assert json.loads(await ws.recv())["type"] == "connected"
                 for message_id in ("A", "B", "C"):
                     await ws.send(
@@ -106,7 +109,7 @@ async def test_a_killed_server_keeps_its_queue_and_reports_the_interrupted_turn(
             async with httpx.AsyncClient(
                 base_url=f"{second.base_url}/api/v1", headers=headers, timeout=WITHIN
             ) as http:
-                snapshot = await recovered_snapshot(http, "durable-1")
+                snapshot = await recovered_snapshot(http, SID)
                 assert snapshot["running"] is False
                 assert snapshot["paused"] is True
                 assert snapshot["active_message_id"] is None
@@ -114,10 +117,10 @@ async def test_a_killed_server_keeps_its_queue_and_reports_the_interrupted_turn(
                     {"message_id": "B", "content": "B", "position": 0, "steer_requested": False},
                     {"message_id": "C", "content": "C", "position": 1, "steer_requested": False},
                 ]
-                history = (await http.get("/chat/sessions/durable-1/messages")).json()["results"]
+                history = (await http.get(f"/chat/sessions/{SID}/messages")).json()["results"]
                 assert [(m["message_id"], m["status"]) for m in history] == [("A", "interrupted")]
 
-                async with websockets.connect(socket_url(second, "durable-1", key, since=last_seen)) as ws:
+                async with websockets.connect(socket_url(second, SID, key, since=last_seen)) as ws:
                     connected = json.loads(await ws.recv())
                     assert connected["type"] == "connected"
                     newest = connected["last_seq"]
@@ -134,7 +137,7 @@ async def test_a_killed_server_keeps_its_queue_and_reports_the_interrupted_turn(
                         assert replayed[-1]["data"] == {"status": "interrupted"}
                         assert replayed[-1]["message_id"] == "A"
 
-                async with websockets.connect(socket_url(second, "durable-1", key, since=newest - 1)) as ws:
+                async with websockets.connect(socket_url(second, SID, key, since=newest - 1)) as ws:
                     assert json.loads(await ws.recv())["type"] == "connected"
                     interrupted = json.loads(await ws.recv())
                     assert interrupted == {
@@ -167,7 +170,7 @@ async def test_a_killed_server_keeps_its_queue_and_reports_the_interrupted_turn(
                     ]
                 finals = [f["content"] for f in frames if f["type"] == "final_answer"]
                 assert finals == ["You said: B", "You said: C", "You said: D"]
-                after = (await http.get("/chat/sessions/durable-1")).json()["snapshot"]
+                after = (await http.get(f"/chat/sessions/{SID}")).json()["snapshot"]
                 assert after["paused"] is False and after["pending"] == []
 
     bodies = [b for b in remote_requests(llm) if isinstance(b, dict) and "messages" in b]

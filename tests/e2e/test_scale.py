@@ -11,6 +11,7 @@ import asyncio
 import json
 import os
 import signal
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -26,15 +27,22 @@ from tests.support.server import RunningServer, ServerEnv, free_port, serve, ser
 pytestmark = pytest.mark.scaled
 
 WITHIN = 20
+# Session ids are unique per run: events of a session live on in Redis (the replay store) across runs.
+_RUN = uuid.uuid4().hex[:8]
+SID_SPREAD, SID_ORPHAN, SID_FENCED, SID_WORKERS = (
+    f"{name}-{_RUN}" for name in ("spread", "orphan", "fenced", "workers")
+)
 LEASE = "1.5"
 
 
 @pytest.fixture
 def scaled(tmp_path, fake_llm_process: FakeLLMProcess) -> Iterator[tuple[ServerEnv, str, str]]:
-    if not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")) or not os.environ.get(
-        "REDIS_URL"
-    ):
-        pytest.fail("the scaled tests need DATABASE_URL=postgres://… and REDIS_URL (make test-services sets them)")
+    if not os.environ.get("DATABASE_URL", "").startswith(
+        ("postgres://", "postgresql://")
+    ) or not os.environ.get("REDIS_URL"):
+        pytest.fail(
+            "the scaled tests need DATABASE_URL=postgres://… and REDIS_URL (make test-services sets them)"
+        )
     llm = fake_llm_process.base_url
     model_env = {"OPENAI_BASE_URL": llm, "OPENAI_API_KEY": "sk-fake", "AGENTSITE_DEFAULT_MODEL": "fake-model"}
     with server_env(tmp_path, AGENTSITE_SESSION_LEASE_SECONDS=LEASE, **model_env) as env:
@@ -67,7 +75,9 @@ async def until(ws: Any, kind: str, status: str | None = None) -> list[dict[str,
 
 
 async def create_session(server: RunningServer, key: str, session_id: str) -> None:
-    async with httpx.AsyncClient(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}) as http:
+    async with httpx.AsyncClient(
+        base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}
+    ) as http:
         response = await http.post("/api/v1/chat/sessions", json={"session_id": session_id})
         assert response.status_code == 200, response.text
 
@@ -76,10 +86,10 @@ async def test_a_socket_on_any_process_sees_every_event_and_commands_reach_the_o
     env, key, llm = scaled
     script_remote(llm, default=Reply(text="one two three four five six seven eight", chunk_delay=0.01))
     with two_servers(env) as (a, b):
-        await create_session(a, key, "spread")
-        async with websockets.connect(ws_url(a, "spread", key)) as on_a:
+        await create_session(a, key, SID_SPREAD)
+        async with websockets.connect(ws_url(a, SID_SPREAD, key)) as on_a:
             assert json.loads(await on_a.recv())["type"] == "connected"  # a takes the session
-            async with websockets.connect(ws_url(b, "spread", key)) as on_b:
+            async with websockets.connect(ws_url(b, SID_SPREAD, key)) as on_b:
                 connected = json.loads(await on_b.recv())
                 assert connected["type"] == "connected" and connected["snapshot"]["running"] is False
                 # a command sent to b runs on a, the owner
@@ -98,14 +108,18 @@ async def test_a_socket_on_any_process_sees_every_event_and_commands_reach_the_o
                 with pytest.raises(TimeoutError):
                     await asyncio.wait_for(on_a.recv(), 0.5)
                 # the snapshot read through b is the owner's
-                async with httpx.AsyncClient(base_url=b.base_url, headers={"Authorization": f"Bearer {key}"}) as http:
-                    body = (await http.get("/api/v1/chat/sessions/spread")).json()
+                async with httpx.AsyncClient(
+                    base_url=b.base_url, headers={"Authorization": f"Bearer {key}"}
+                ) as http:
+                    body = (await http.get(f"/api/v1/chat/sessions/{SID_SPREAD}")).json()
                     assert body["snapshot"]["running"] is False
-                    history = (await http.get("/api/v1/chat/sessions/spread/messages")).json()["results"]
+                    history = (await http.get(f"/api/v1/chat/sessions/{SID_SPREAD}/messages")).json()[
+                        "results"
+                    ]
                     assert [m["role"] for m in history] == ["user", "assistant"]
             # a client reconnecting to the other process with since= misses nothing
             last = seen_a[2]["seq"]
-            async with websockets.connect(ws_url(b, "spread", key, since=last)) as again:
+            async with websockets.connect(ws_url(b, SID_SPREAD, key, since=last)) as again:
                 assert json.loads(await again.recv())["type"] == "connected"
                 replay = [json.loads(await asyncio.wait_for(again.recv(), WITHIN)) for _ in seen_a[3:]]
                 assert replay == seen_a[3:]
@@ -115,8 +129,8 @@ async def test_when_the_owner_dies_another_process_takes_over_with_the_queue_int
     env, key, llm = scaled
     script_remote(llm, Reply(text="never finished", delay=120), default=Reply(text="fine"))
     with two_servers(env) as (a, b):
-        await create_session(a, key, "orphan")
-        async with websockets.connect(ws_url(a, "orphan", key)) as on_a:
+        await create_session(a, key, SID_ORPHAN)
+        async with websockets.connect(ws_url(a, SID_ORPHAN, key)) as on_a:
             assert json.loads(await on_a.recv())["type"] == "connected"
             await on_a.send(json.dumps({"type": "message", "message_id": "A", "content": "A"}))
             await until(on_a, "message_status", "started")
@@ -131,26 +145,32 @@ async def test_when_the_owner_dies_another_process_takes_over_with_the_queue_int
         ) as http:
             for message_id in ("B", "C"):
                 response = await http.post(
-                    "/api/v1/chat/sessions/orphan/messages", json={"message_id": message_id, "content": message_id}
+                    f"/api/v1/chat/sessions/{SID_ORPHAN}/messages",
+                    json={"message_id": message_id, "content": message_id},
                 )
                 assert response.status_code == 202, response.text
             async with asyncio.timeout(WITHIN):
                 while True:  # b (request or watchdog) takes the session over once the lease expired
-                    snapshot = (await http.get("/api/v1/chat/sessions/orphan")).json().get("snapshot", {})
+                    snapshot = (
+                        (await http.get(f"/api/v1/chat/sessions/{SID_ORPHAN}")).json().get("snapshot", {})
+                    )
                     if snapshot.get("paused"):
                         break
                     await asyncio.sleep(0.3)
             assert snapshot["running"] is False
             assert [p["message_id"] for p in snapshot["pending"]] == ["B", "C"]
-            history = (await http.get("/api/v1/chat/sessions/orphan/messages")).json()["results"]
+            history = (await http.get(f"/api/v1/chat/sessions/{SID_ORPHAN}/messages")).json()["results"]
             assert [(m["message_id"], m["status"]) for m in history] == [("A", "interrupted")]
-            async with websockets.connect(ws_url(b, "orphan", key)) as on_b:
+            async with websockets.connect(ws_url(b, SID_ORPHAN, key)) as on_b:
                 assert json.loads(await on_b.recv())["snapshot"]["paused"] is True
                 await on_b.send(json.dumps({"type": "steer", "message_id": "B"}))  # "send now"
                 frames = await until(on_b, "result")
                 frames += await until(on_b, "result")
-                story = [(f["message_id"], f.get("status") or f["data"]["status"])
-                         for f in frames if f["type"] in {"message_status", "result"}]
+                story = [
+                    (f["message_id"], f.get("status") or f["data"]["status"])
+                    for f in frames
+                    if f["type"] in {"message_status", "result"}
+                ]
                 assert story == [("B", "started"), ("B", "completed"), ("C", "started"), ("C", "completed")]
 
 
@@ -158,8 +178,8 @@ async def test_an_old_owner_that_comes_back_after_losing_its_lease_changes_nothi
     env, key, llm = scaled
     script_remote(llm, Reply(text="late words from the old owner", delay=4), default=Reply(text="new owner"))
     with two_servers(env) as (a, b):
-        await create_session(a, key, "fenced")
-        async with websockets.connect(ws_url(a, "fenced", key)) as on_a:
+        await create_session(a, key, SID_FENCED)
+        async with websockets.connect(ws_url(a, SID_FENCED, key)) as on_a:
             assert json.loads(await on_a.recv())["type"] == "connected"
             await on_a.send(json.dumps({"type": "message", "message_id": "A", "content": "A"}))
             await until(on_a, "message_status", "started")
@@ -168,14 +188,14 @@ async def test_an_old_owner_that_comes_back_after_losing_its_lease_changes_nothi
                 async with asyncio.timeout(WITHIN):
                     while True:  # b takes over once a's lease expired
                         try:
-                            async with websockets.connect(ws_url(b, "fenced", key)) as probe:
+                            async with websockets.connect(ws_url(b, SID_FENCED, key)) as probe:
                                 snap = json.loads(await probe.recv())
                                 if snap.get("type") == "connected" and snap["snapshot"]["paused"]:
                                     break
                         except (OSError, websockets.WebSocketException):
                             pass
                         await asyncio.sleep(0.3)
-                async with websockets.connect(ws_url(b, "fenced", key)) as on_b:
+                async with websockets.connect(ws_url(b, SID_FENCED, key)) as on_b:
                     assert json.loads(await on_b.recv())["type"] == "connected"
                     os.killpg(a.process.pid, signal.SIGCONT)  # a wakes up; its model reply arrives
                     await asyncio.sleep(5)
@@ -189,8 +209,10 @@ async def test_an_old_owner_that_comes_back_after_losing_its_lease_changes_nothi
             finally:
                 os.killpg(a.process.pid, signal.SIGCONT)
         async with httpx.AsyncClient(base_url=b.base_url, headers={"Authorization": f"Bearer {key}"}) as http:
-            history = (await http.get("/api/v1/chat/sessions/fenced/messages")).json()["results"]
-            assert [(m["message_id"], m["role"], m["status"]) for m in history] == [("A", "user", "interrupted")]
+            history = (await http.get(f"/api/v1/chat/sessions/{SID_FENCED}/messages")).json()["results"]
+            assert [(m["message_id"], m["role"], m["status"]) for m in history] == [
+                ("A", "user", "interrupted")
+            ]
 
 
 async def test_serve_workers_runs_several_processes_on_one_port(scaled):
@@ -204,7 +226,12 @@ async def test_serve_workers_runs_several_processes_on_one_port(scaled):
 
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--port", str(port), "--workers", "2"],
-        cwd=ROOT, env=env.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=ROOT,
+        env=env.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + WITHIN
@@ -216,12 +243,14 @@ async def test_serve_workers_runs_several_processes_on_one_port(scaled):
                 pass
             assert time.monotonic() < deadline, "serve --workers did not answer"
             await asyncio.sleep(0.2)
-        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+        children = subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+        ).stdout.split()
         assert len(children) == 2
         server = RunningServer(process=process, port=port, log_path=env.data_dir / "unused.log")  # type: ignore[arg-type]
-        await create_session(server, key, "workers")
+        await create_session(server, key, SID_WORKERS)
         for _ in range(3):  # new connections land on either worker; each sees the session
-            async with websockets.connect(ws_url(server, "workers", key)) as ws:
+            async with websockets.connect(ws_url(server, SID_WORKERS, key)) as ws:
                 assert json.loads(await ws.recv())["type"] == "connected"
                 await ws.send(json.dumps({"type": "message", "content": "hi"}))
                 assert (await until(ws, "result"))[-1]["data"]["status"] == "completed"

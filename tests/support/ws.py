@@ -13,7 +13,11 @@ TIMEOUT = 5
 
 
 async def connect(
-    session_id: str, *, key: str | None = None, since: int | None = None, headers: list[tuple[bytes, bytes]] | None = None
+    session_id: str,
+    *,
+    key: str | None = None,
+    since: int | None = None,
+    headers: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[WebsocketCommunicator, dict[str, Any]]:
     """Open a socket and return it with the first frame the server sent (connected or error)."""
     query = []
@@ -51,3 +55,17 @@ async def closed_with(communicator: WebsocketCommunicator) -> int | None:
     output = await communicator.receive_output(timeout=TIMEOUT)
     assert output["type"] == "websocket.close", output
     return output.get("code")
+
+
+async def rest(method: str, path: str, *, key: str, json_body: Any = None) -> Any:
+    """A REST call through the real ASGI application, in the test's event loop.
+
+    Views that reach live sessions (DELETE closes the session's controller, queue commands) must run
+    as the server runs them; Django's sync test client in a thread would share asgiref's one
+    thread-sensitive executor with the database calls they make, and wait on itself.
+    """
+    import httpx
+
+    transport = httpx.ASGITransport(app=application)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        return await client.request(method, path, json=json_body, headers={"Authorization": f"Bearer {key}"})
