@@ -8,7 +8,8 @@ from agents.models import Agent, Provider, SiteDefault, ToolSetting
 
 class ProviderForm(forms.ModelForm):
     api_key = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False),
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
         help_text="Write-only. Leave empty to keep the stored key.",
     )
 

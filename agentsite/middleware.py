@@ -37,6 +37,8 @@ class BodySizeLimitMiddleware:
                 too_large = True
             if too_large:
                 return json_error(
-                    413, "too_large", f"The request body is larger than {settings.AGENTSITE_MAX_BODY_BYTES} bytes."
+                    413,
+                    "too_large",
+                    f"The request body is larger than {settings.AGENTSITE_MAX_BODY_BYTES} bytes.",
                 )
         return self.get_response(request)

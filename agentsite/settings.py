@@ -111,7 +111,7 @@ def _databases() -> dict[str, dict[str, object]]:
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
         if config.get("ENGINE") == "django.db.backends.postgresql":
-            # One test database per test run, so two runs on one server (a developer's and CI's) never collide.
+            # One test database per run: two runs on one server (a developer's, CI's) never collide.
             config.setdefault(
                 "TEST", {"NAME": env_str("AGENTSITE_TEST_DB_NAME", f"test_agentsite_{os.getpid()}")}
             )

@@ -175,7 +175,7 @@ class Cluster:
         op: str,
         payload: dict[str, Any],
         *,
-        timeout: float = COMMAND_TIMEOUT,
+        within: float = COMMAND_TIMEOUT,
     ) -> Any:
         request_id = uuid.uuid4().hex
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -193,7 +193,7 @@ class Cluster:
                     "request_id": request_id,
                 },
             )
-            reply = await asyncio.wait_for(future, timeout)
+            reply = await asyncio.wait_for(future, within)
         except TimeoutError:
             raise OwnerUnavailable(f"The process that runs session {session_id} did not answer.") from None
         finally:

@@ -558,7 +558,12 @@ class SessionController:
         for confirmation_id in list(self._confirmations):
             self._mark_resolved(confirmation_id)
             self._emit(
-                {"type": "confirmation_resolved", "confirmation_id": confirmation_id, "approved": False, "by": "cancel"}
+                {
+                    "type": "confirmation_resolved",
+                    "confirmation_id": confirmation_id,
+                    "approved": False,
+                    "by": "cancel",
+                }
             )
         had_task = self.active_task is not None
         self.active_request = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -33,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 CONTROL_GROUP_PREFIX = "session."
 SESSION_CLOSED = "session.closed"
+WATCHERS_KEY = "agentsite:watchers:{}"  # hash: process id → "<open sockets>@<valid until, epoch s>"
 
 
 def control_group(session_id: str) -> str:
@@ -92,6 +94,7 @@ class Hub:
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._watchdog: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -124,6 +127,8 @@ class Hub:
             self._started = True
 
     async def shutdown(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         if self._watchdog is not None:
             self._watchdog.cancel()
             await asyncio.gather(self._watchdog, return_exceptions=True)
@@ -343,6 +348,9 @@ class Hub:
                 "snapshot": self.service.peek(session_id).snapshot(),
                 "last_seq": self.logs[session_id].last_seq,
             }  # type: ignore[union-attr]
+        if op == "announce":
+            self.service.peek(session_id).announce(payload["event"])  # type: ignore[union-attr]
+            return None
         if op == "close":
             await self._close_here(session_id)
             return None
@@ -358,6 +366,8 @@ class Hub:
             await asyncio.sleep(interval)
             try:
                 await self.take_over_orphans()
+                for session_id in list(self.connections):
+                    await self._publish_watchers(session_id)
             except Exception:
                 logger.exception("session watchdog failed")
 
@@ -380,6 +390,8 @@ class Hub:
 
     def register(self, session_id: str, connection: Any) -> None:
         self.connections.setdefault(session_id, set()).add(connection)
+        if self.scaled:
+            self._spawn(self._publish_watchers(session_id))
 
     def unregister(self, session_id: str, connection: Any) -> None:
         connections = self.connections.get(session_id)
@@ -387,9 +399,56 @@ class Hub:
             connections.discard(connection)
             if not connections:
                 del self.connections[session_id]
+        if self.scaled:
+            self._spawn(self._publish_watchers(session_id))
 
     def connection_count(self, session_id: str) -> int:
+        """Open sockets on this session in this process."""
         return len(self.connections.get(session_id, ()))
+
+    async def watcher_count(self, session_id: str) -> int:
+        """Open sockets on this session in every process (who would see a confirmation)."""
+        if not self.scaled or self._redis is None:
+            return self.connection_count(session_id)
+        now = time.time()
+        counts = await self._redis.hgetall(WATCHERS_KEY.format(session_id))
+        total = 0
+        for raw in counts.values():
+            count, _, until = raw.decode().partition("@")
+            if float(until) > now:
+                total += int(count)
+        return total
+
+    async def _publish_watchers(self, session_id: str) -> None:
+        """This process's socket count for the session, valid two lease periods (the watchdog renews it)."""
+        if self._redis is None or self.cluster is None:
+            return
+        key = WATCHERS_KEY.format(session_id)
+        count = self.connection_count(session_id)
+        try:
+            if count:
+                until = time.time() + 2 * settings.AGENTSITE_SESSION_LEASE_SECONDS
+                await self._redis.hset(key, self.cluster.process_id, f"{count}@{until}")
+                await self._redis.expire(key, int(4 * settings.AGENTSITE_SESSION_LEASE_SECONDS) + 1)
+            else:
+                await self._redis.hdel(key, self.cluster.process_id)
+        except Exception:
+            logger.warning("could not publish the watchers of session %s", session_id, exc_info=True)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def announce(self, session_id: str, event: dict[str, Any]) -> None:
+        """Publish an event no turn produced (a cron text job's message) on the session's owner."""
+        owner = await self._route(session_id)
+        if owner is None:
+            controller = await self.service.get_controller(session_id)
+            controller.announce(event)
+            return
+        assert self.cluster is not None
+        await self.cluster.call(owner, session_id, "announce", {"event": event})
 
     async def close_session(self, session_id: str) -> None:
         """Stop the session's live state (on its owner) and close its sockets on every process."""

@@ -19,8 +19,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
-from chat.controller import InputError, SessionController
+from chat.controller import InputError
 from chat.hub import get_hub, message_submit
+from chat.models import Session
 from chat.service import Cancel, Remove, Steer
 from cron import services
 from cron.exceptions import DeliveryError
@@ -148,20 +149,24 @@ async def _deliver_text(context: RunContext) -> Outcome:
     message = await database_sync_to_async(services.assistant_message_create)(
         session_id=context.session_id, message_id=context.message_id, content=text
     )
-    controller = await get_hub().controller(context.session_id)
-    controller.announce(
-        {"type": "final_answer", "message_id": message.message_id, "content": text, "is_final": True}
+    await get_hub().announce(
+        context.session_id,
+        {"type": "final_answer", "message_id": message.message_id, "content": text, "is_final": True},
     )
     return Outcome("success", response=text)
 
 
 async def _deliver_agent(context: RunContext) -> Outcome:
-    """Queue the job's input as a user message of the session and follow it to its `result`."""
+    """Queue the job's input as a user message of the session and follow it to its `result`.
+
+    Everything goes through the hub, so it works the same whichever process owns the session.
+    """
     job = context.job
     request = parse_spec(RequestSpec, job.request, prefix="request")
     dispatch = services.job_dispatch(job)
-    controller = await get_hub().controller(context.session_id)
-    queue, _ = controller.subscribe()  # before submitting: no event of the run can be missed
+    hub = get_hub()
+    attachment = await hub.attach(context.session_id, None)  # before submitting: no event can be missed
+    snapshot = attachment.snapshot
     try:
         try:
             await message_submit(
@@ -169,29 +174,27 @@ async def _deliver_agent(context: RunContext) -> Outcome:
                 content=request.text(),
                 message_id=context.message_id,
                 # A paused, idle queue would hold the run until its timeout: start it now ("send now").
-                steer=controller.active_task is None and controller.paused,
+                steer=not snapshot["running"] and snapshot["paused"],
                 approval_mode="ask",
                 stream_events=dispatch.mode == "stream",
                 confirmation_timeout=float(job.timeout_seconds),
             )
         except InputError as exc:
             raise DeliveryError(f"could not queue the job's input: {exc.message}") from None
-        return await _follow(context, controller, queue)
+        return await _follow(context, attachment.queue)
     finally:
-        controller.unsubscribe(queue)
+        await hub.detach(attachment)
 
 
-async def _follow(
-    context: RunContext, controller: SessionController, queue: asyncio.Queue[dict[str, Any]]
-) -> Outcome:
+async def _follow(context: RunContext, queue: asyncio.Queue[dict[str, Any]]) -> Outcome:
     """Read the session's events until this run's message ends; handle unattended approvals on the way."""
     while True:
         try:
             event = await asyncio.wait_for(queue.get(), WATCH_POLL_SECONDS)
         except TimeoutError:
-            if controller.closed:
+            if await database_sync_to_async(_session_closed)(context.session_id):
                 raise DeliveryError(f"session {context.session_id} was closed during the run") from None
-            await _send_now_if_stuck(context, controller)
+            await _send_now_if_stuck(context)
             continue
         kind = event.get("type")
         mine = event.get("message_id") == context.message_id
@@ -199,7 +202,7 @@ async def _follow(
             return _outcome_of(event.get("data") or {})
         if kind == "message_status" and mine and event.get("status") == "removed":
             return Outcome("cancelled", error="the job's message was removed from the session's queue")
-        if kind == "confirmation_request" and _is_active(context, controller):
+        if kind == "confirmation_request" and await _is_active(context):
             await _on_confirmation(context, event.get("data") or {})
         elif kind == "confirmation_resolved":
             await database_sync_to_async(services.approval_item_resolve)(
@@ -208,7 +211,11 @@ async def _follow(
                 by=str(event.get("by")),
             )
         elif kind == "result":
-            await _send_now_if_stuck(context, controller)
+            await _send_now_if_stuck(context)
+
+
+def _session_closed(session_id: str) -> bool:
+    return Session.objects.filter(id=session_id, status=Session.Status.CLOSED).exists()
 
 
 def _outcome_of(data: dict[str, Any]) -> Outcome:
@@ -226,42 +233,53 @@ def _outcome_of(data: dict[str, Any]) -> Outcome:
     return Outcome("failure", response=data.get("final_content") or None, error=reason)
 
 
-def _is_active(context: RunContext, controller: SessionController) -> bool:
-    active = controller.active_request
-    return active is not None and active.message_id == context.message_id
+async def _snapshot(context: RunContext) -> dict[str, Any] | None:
+    try:
+        snapshot, _ = await get_hub().snapshot(context.session_id)
+    except Exception:  # the owner is changing: ask again at the next poll
+        return None
+    return snapshot
+
+
+async def _is_active(context: RunContext) -> bool:
+    snapshot = await _snapshot(context)
+    return snapshot is not None and snapshot["active_message_id"] == context.message_id
 
 
 async def _on_confirmation(context: RunContext, data: dict[str, Any]) -> None:
     """Nobody watches the session: the owner learns from the inbox that the run waits for a decision."""
-    if get_hub().connection_count(context.session_id) > 0:
+    if await get_hub().watcher_count(context.session_id) > 0:
         return
     await database_sync_to_async(services.approval_item_create)(
         run_id=context.run_id, session_id=context.session_id, confirmation=data
     )
 
 
-async def _send_now_if_stuck(context: RunContext, controller: SessionController) -> None:
+async def _send_now_if_stuck(context: RunContext) -> None:
     """The run's message waits in a paused queue with nothing running: start it (`steer`, "send now")."""
-    waiting = any(item.request.message_id == context.message_id for item in controller.pending)
-    if waiting and controller.active_task is None and controller.paused and not controller.closed:
+    snapshot = await _snapshot(context)
+    if snapshot is None:
+        return
+    waiting = any(item["message_id"] == context.message_id for item in snapshot["pending"])
+    if waiting and not snapshot["running"] and snapshot["paused"]:
         try:
-            await get_hub().service.dispatch(context.session_id, Steer(message_id=context.message_id))
+            await get_hub().dispatch(context.session_id, Steer(message_id=context.message_id))
         except InputError:
             pass  # it started or left the queue meanwhile: its events tell
 
 
 async def _abandon_message(context: RunContext) -> None:
     """After a timeout or stop: cancel the run's turn if it is the active one, or drop it from the queue."""
-    if not context.session_id:
+    if not context.session_id or await database_sync_to_async(_session_closed)(context.session_id):
         return
-    controller = get_hub().service.peek(context.session_id)
-    if controller is None or controller.closed:
+    snapshot = await _snapshot(context)
+    if snapshot is None:
         return
     try:
-        if _is_active(context, controller):
-            await get_hub().service.dispatch(context.session_id, Cancel())
-        elif any(item.request.message_id == context.message_id for item in controller.pending):
-            await get_hub().service.dispatch(context.session_id, Remove(message_id=context.message_id))
+        if snapshot["active_message_id"] == context.message_id:
+            await get_hub().dispatch(context.session_id, Cancel())
+        elif any(item["message_id"] == context.message_id for item in snapshot["pending"]):
+            await get_hub().dispatch(context.session_id, Remove(message_id=context.message_id))
     except InputError:
         pass
     except Exception:

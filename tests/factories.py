@@ -22,7 +22,9 @@ def api_key(owner: Any, name: str = "test") -> str:
     return secret
 
 
-def session(owner: Any, *, session_id: str | None = None, agent_name: str = "default", title: str = "") -> Session:
+def session(
+    owner: Any, *, session_id: str | None = None, agent_name: str = "default", title: str = ""
+) -> Session:
     from chat.services import session_create
 
     return session_create(user=owner, agent_name=agent_name, title=title, session_id=session_id)

@@ -433,7 +433,8 @@ async def test_a_chunked_body_over_the_limit_is_413(alice_key, settings):
     transport = httpx.ASGITransport(app=application)
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         response = await client.post(
-            "/api/v1/chat/sessions", content=chunks(),
+            "/api/v1/chat/sessions",
+            content=chunks(),
             headers={"Authorization": f"Bearer {alice_key}", "Content-Type": "application/json"},
         )
     assert response.status_code == 413

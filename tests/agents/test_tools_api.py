@@ -49,7 +49,10 @@ def test_non_staff_cannot_switch_tools(api, alice_key):
 
 def test_unknown_tool_or_agent_is_404_and_bad_bodies_are_400(api, staff_key):
     client = api(staff_key)
-    assert client.put("/api/v1/agents/default/tools/nope", {"enabled": True}).json()["error"]["code"] == "not_found"
+    assert (
+        client.put("/api/v1/agents/default/tools/nope", {"enabled": True}).json()["error"]["code"]
+        == "not_found"
+    )
     assert client.get("/api/v1/agents/ghost/tools").status_code == 404
     bad = client.put("/api/v1/agents/default/tools/shell", {"enabled": "yes"})
     assert bad.status_code == 400

@@ -46,7 +46,7 @@ async def test_a_command_runs_on_the_owner_and_its_answer_or_error_comes_back(la
         assert (error.value.code, error.value.message_id) == ("no_longer_pending", "m")
         assert calls[0] == ("s1", "submit", {"n": 1})
         with pytest.raises(OwnerUnavailable):
-            await other.call("agentsite.proc.nobody", "s1", "submit", {"n": 1}, timeout=0.3)
+            await other.call("agentsite.proc.nobody", "s1", "submit", {"n": 1}, within=0.3)
     finally:
         await owner.stop()
         await other.stop()

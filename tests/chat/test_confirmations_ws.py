@@ -29,7 +29,9 @@ def _tool_messages(request: dict) -> list[dict]:  # type: ignore[type-arg]
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
-async def test_approving_a_dangerous_call_runs_the_tool_and_the_model_sees_its_output(session, alice_key, llm):
+async def test_approving_a_dangerous_call_runs_the_tool_and_the_model_sees_its_output(
+    session, alice_key, llm
+):
     llm.script(Reply(**WRITE), Reply(text="The note is written."))
     ws, _ = await connect(session.id, key=alice_key)
     await send(ws, {"type": "message", "content": "write a note", "message_id": "m1"})
@@ -39,7 +41,9 @@ async def test_approving_a_dangerous_call_runs_the_tool_and_the_model_sees_its_o
     assert data["arguments"] == {"path": "note.txt", "content": "written"}
     assert data["reason"]
     assert not (workspace_for(session.id) / "note.txt").exists(), "nothing runs before the approval"
-    await send(ws, {"type": "confirmation_reply", "confirmation_id": data["confirmation_id"], "approved": True})
+    await send(
+        ws, {"type": "confirmation_reply", "confirmation_id": data["confirmation_id"], "approved": True}
+    )
     resolved, _ = await receive_until(ws, "confirmation_resolved")
     assert resolved["approved"] is True and resolved["by"] == "user"
     result, _ = await receive_until(ws, "tool_result")
@@ -57,7 +61,14 @@ async def test_refusing_a_dangerous_call_tells_the_model_and_the_turn_completes(
     ws, _ = await connect(session.id, key=alice_key)
     await send(ws, {"type": "message", "content": "write a note"})
     request, _ = await receive_until(ws, "confirmation_request")
-    await send(ws, {"type": "confirmation_reply", "confirmation_id": request["data"]["confirmation_id"], "approved": False})
+    await send(
+        ws,
+        {
+            "type": "confirmation_reply",
+            "confirmation_id": request["data"]["confirmation_id"],
+            "approved": False,
+        },
+    )
     result, _ = await receive_until(ws, "tool_result")
     assert result["is_error"] is True
     done, _ = await receive_until(ws, "result")
@@ -68,15 +79,26 @@ async def test_refusing_a_dangerous_call_tells_the_model_and_the_turn_completes(
     await ws.disconnect()
 
 
-async def test_a_client_that_connects_while_a_confirmation_waits_sees_it_and_can_answer(session, alice_key, llm):
+async def test_a_client_that_connects_while_a_confirmation_waits_sees_it_and_can_answer(
+    session, alice_key, llm
+):
     llm.script(Reply(**WRITE), Reply(text="ok"))
     ws, _ = await connect(session.id, key=alice_key)
     await send(ws, {"type": "message", "content": "write"})
     request, _ = await receive_until(ws, "confirmation_request")
     late, connected = await connect(session.id, key=alice_key)
     assert connected["snapshot"]["confirmations"] == [request["data"]]
-    await send(late, {"type": "confirmation_reply", "confirmation_id": request["data"]["confirmation_id"], "approved": True})
-    resolved, _ = await receive_until(ws, "confirmation_resolved")  # the first tab sees the other tab's answer
+    await send(
+        late,
+        {
+            "type": "confirmation_reply",
+            "confirmation_id": request["data"]["confirmation_id"],
+            "approved": True,
+        },
+    )
+    resolved, _ = await receive_until(
+        ws, "confirmation_resolved"
+    )  # the first tab sees the other tab's answer
     assert resolved["by"] == "user"
     await receive_until(ws, "result")
     await ws.disconnect()
@@ -91,7 +113,11 @@ async def test_answering_twice_or_an_unknown_confirmation_is_an_error(session, a
     assert error["data"]["code"] == "not_found"
     await send(ws, {"type": "message", "content": "write"})
     request, _ = await receive_until(ws, "confirmation_request")
-    reply = {"type": "confirmation_reply", "confirmation_id": request["data"]["confirmation_id"], "approved": True}
+    reply = {
+        "type": "confirmation_reply",
+        "confirmation_id": request["data"]["confirmation_id"],
+        "approved": True,
+    }
     await send(ws, reply)
     await receive_until(ws, "confirmation_resolved")
     await send(ws, reply)
@@ -150,7 +176,9 @@ async def test_cancel_while_a_confirmation_waits_resolves_it_and_cancels_the_tur
 
 
 async def test_switched_off_tools_are_not_offered_to_the_model(session, alice_key, staff_key, api, llm):
-    response = await sync_to_async(api(staff_key).put)("/api/v1/agents/default/tools/shell", {"enabled": False})
+    response = await sync_to_async(api(staff_key).put)(
+        "/api/v1/agents/default/tools/shell", {"enabled": False}
+    )
     assert response.status_code == 200 and response.json()["enabled"] is False
     llm.script(Reply(text="hi"))
     ws, _ = await connect(session.id, key=alice_key)

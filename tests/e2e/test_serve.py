@@ -28,15 +28,21 @@ async def test_key_from_the_command_session_over_rest_and_a_streamed_turn_over_t
         key = env.manage("create_api_key", "--user", "alice", "--create-user", "--name", "e2e").strip()
         assert key.startswith("ask_") and len(key) == 44
         with serve(env) as server:
-            async with httpx.AsyncClient(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}) as http:
+            async with httpx.AsyncClient(
+                base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}
+            ) as http:
                 assert (await http.get("/api/v1/version")).json()["api"] == "v1"
                 created = await http.post("/api/v1/chat/sessions", json={"title": "e2e"})
                 assert created.status_code == 200, created.text
                 session_id = created.json()["session_id"]
-                async with websockets.connect(f"{server.ws_url}/api/v1/chat/ws/{session_id}?api_key={key}") as ws:
+                async with websockets.connect(
+                    f"{server.ws_url}/api/v1/chat/ws/{session_id}?api_key={key}"
+                ) as ws:
                     connected = json.loads(await ws.recv())
                     assert connected["type"] == "connected"
-                    await ws.send(json.dumps({"type": "message", "content": "hello from e2e", "message_id": "e1"}))
+                    await ws.send(
+                        json.dumps({"type": "message", "content": "hello from e2e", "message_id": "e1"})
+                    )
                     final, before = await _until(ws, "final_answer")
                     deltas = [f for f in before if f["type"] == "delta"]
                     assert len(deltas) > 3

@@ -36,7 +36,11 @@ class ServerEnv:
 
     def manage(self, *args: str, timeout: float = 120) -> str:
         done = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
             timeout=timeout,
         )
         if done.returncode != 0:
@@ -49,7 +53,8 @@ def server_env(tmp_path: Path, **extra: str) -> Iterator[ServerEnv]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("PYTEST", "DJANGO_SETTINGS")) and key not in {"OPENAI_API_KEY", "OPENAI_BASE_URL"}
+        if not key.startswith(("PYTEST", "DJANGO_SETTINGS"))
+        and key not in {"OPENAI_API_KEY", "OPENAI_BASE_URL"}
     }
     env.update(
         DEBUG="true",
@@ -107,7 +112,12 @@ def serve(env: ServerEnv, *, port: int | None = None, kill: bool = False) -> Ite
     log = log_path.open("w")
     process = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env=env.env, stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        cwd=ROOT,
+        env=env.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
     )
     server = RunningServer(process=process, port=port, log_path=log_path)
     try:

@@ -54,7 +54,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (REDIS_URL)")
+        parser.add_argument(
+            "--workers", type=int, default=1, help="worker processes sharing the port (REDIS_URL)"
+        )
         parser.add_argument("--no-scheduler", action="store_true", help="do not run the cron scheduler here")
         parser.add_argument("--fd", type=int, default=None, help=argparse_hidden())
 
@@ -144,8 +146,12 @@ class Command(BaseCommand):
         def spawn(index: int) -> subprocess.Popen[bytes]:
             command = [sys.executable, sys.argv[0], "serve", "--host", options["host"], "--fd", str(fd)]
             if index > 0 or options["no_scheduler"]:
-                command.append("--no-scheduler")  # one embedded scheduler is enough; claims are exactly-once anyway
-            return subprocess.Popen(command, pass_fds=(fd,), env={**os.environ, "AGENTSITE_WORKER": str(index)})
+                command.append(
+                    "--no-scheduler"
+                )  # one embedded scheduler is enough; claims are exactly-once anyway
+            return subprocess.Popen(
+                command, pass_fds=(fd,), env={**os.environ, "AGENTSITE_WORKER": str(index)}
+            )
 
         def stop(signum: int, frame: Any) -> None:
             nonlocal stopping
@@ -162,7 +168,12 @@ class Command(BaseCommand):
             while not stopping:
                 for index, child in enumerate(children):
                     if child.poll() is not None and not stopping:
-                        logger.warning("worker %d (pid %d) exited with %s; restarting", index, child.pid, child.returncode)
+                        logger.warning(
+                            "worker %d (pid %d) exited with %s; restarting",
+                            index,
+                            child.pid,
+                            child.returncode,
+                        )
                         time.sleep(RESTART_DELAY_SECONDS)
                         children[index] = spawn(index)
                 time.sleep(0.2)
