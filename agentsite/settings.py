@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served by the app itself, no CDN
     "channels",
     "agentsite",
     "agents",
@@ -202,6 +203,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # drf-spectacular would turn every view that lacks a schema annotation into a `check --deploy` warning;
     # an incomplete API description is not a deployment problem. Annotate the APIViews, then re-enable.
     "ENABLE_DJANGO_DEPLOY_CHECK": False,

@@ -374,3 +374,10 @@ def test_docs_page_is_served(client: Any, alice: Any) -> None:
     assert response.status_code == 200
     assert b"<html" in response.content.lower()
     assert b"/api/v1/schema/" in response.content
+
+
+def test_the_api_docs_page_loads_nothing_from_a_cdn(client):
+    """Everything is served by the app (the portal promise covers /api/v1/docs/ too)."""
+    page = client.get("/api/v1/docs/").content.decode()
+    assert "cdn.jsdelivr" not in page and "unpkg.com" not in page
+    assert "/static/drf_spectacular_sidecar/" in page
