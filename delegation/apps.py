@@ -10,8 +10,13 @@ class DelegationConfig(AppConfig):
 
     def ready(self) -> None:
         """Offer `delegate_external_agent` to agents (DESIGN: acp registers its tool into agents' tools)."""
+        from django.conf import settings
+
         from agents.tools import registry
+        from delegation import process
         from delegation.tool import TOOL_NAME, DelegateExternalAgentTool
+
+        process.RECORD_DIR = settings.DATA_DIR / "runners"
 
         if registry.get(TOOL_NAME) is None:
             registry.register(DelegateExternalAgentTool())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 from collections import deque
@@ -58,6 +59,59 @@ class StderrTail:
         return data.decode("utf-8", errors="replace").strip()
 
 
+# Where live runners are recorded (set by the Django app to AGENTSITE_DATA_DIR/runners), so that the
+# runners of a server that was killed (SIGKILL: no clean-up ran) are ended when a server starts again.
+RECORD_DIR: Path | None = None
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot): tells a recorded pid from a reused one."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _record(pgid: int) -> None:
+    if RECORD_DIR is None:
+        return
+    with contextlib.suppress(OSError):
+        RECORD_DIR.mkdir(parents=True, exist_ok=True)
+        record = {
+            "pgid": pgid,
+            "start": _start_time(pgid),
+            "server_pid": os.getpid(),
+            "server_start": _start_time(os.getpid()),
+        }
+        (RECORD_DIR / f"{pgid}.json").write_text(json.dumps(record))
+
+
+def _forget(pgid: int) -> None:
+    if RECORD_DIR is not None:
+        with contextlib.suppress(OSError):
+            (RECORD_DIR / f"{pgid}.json").unlink()
+
+
+def sweep_orphans(record_dir: Path) -> list[int]:
+    """End the process groups of runners whose server died without closing them; return their pgids."""
+    ended: list[int] = []
+    for path in record_dir.glob("*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)
+            continue
+        server_alive = _start_time(record["server_pid"]) == record.get("server_start")
+        if server_alive:
+            continue  # another live server (a worker on this machine) owns it
+        if _start_time(record["pgid"]) == record.get("start") and group_exists(record["pgid"]):
+            _signal_group(record["pgid"], signal.SIGKILL)
+            ended.append(record["pgid"])
+        path.unlink(missing_ok=True)
+    return ended
+
+
 class RunnerProcess:
     """Owns one runner child: its pipes, its stderr drain, and the shutdown of its process group."""
 
@@ -67,6 +121,7 @@ class RunnerProcess:
         self.pgid = process.pid  # start_new_session=True makes the child its group's leader
         self.stderr_tail = StderrTail()
         self._drain_task = asyncio.create_task(self._drain_stderr(), name=f"acp-stderr-{self.pid}")
+        _record(self.pgid)
 
     @classmethod
     async def spawn(
@@ -138,6 +193,7 @@ class RunnerProcess:
         await self.process.wait()
         # Killed helpers may linger as zombies until init reaps them; wait so callers see a clean slate.
         await _wait_until(lambda: not group_exists(self.pgid), reap_timeout)
+        _forget(self.pgid)
         await self._stop_drain()
 
     def _close_stdin(self) -> None:

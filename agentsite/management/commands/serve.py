@@ -92,7 +92,11 @@ class Command(BaseCommand):
         provider_register_from_env()
 
         from agentsite.asgi import application
+        from delegation.process import sweep_orphans
 
+        orphans = sweep_orphans(settings.DATA_DIR / "runners")
+        if orphans:
+            logger.info("ended %d ACP runner(s) left by a server that was killed", len(orphans))
         hub = get_hub()
         twisted_loop.run_until_complete(hub.start())
         interrupted = twisted_loop.run_until_complete(hub.recover_interrupted_turns())
