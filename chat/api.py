@@ -41,7 +41,7 @@ from chat.services import (
 
 SSE_KEEPALIVE_SECONDS = 15.0
 SSE_CLOSED_CHECK_SECONDS = 1.0  # how soon an open stream notices that its session was deleted
-_INPUT_ERROR_STATUS = {"not_found": 404, "already_resolved": 409, "invalid": 400}
+_INPUT_ERROR_STATUS = {"not_found": 404, "already_resolved": 409, "invalid": 400, "owner_unavailable": 503}
 
 
 def _api_error(exc: ChatError | InputError) -> ApiError:
