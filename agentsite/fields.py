@@ -9,9 +9,10 @@ class StrictBooleanField(serializers.BooleanField):
     """Only JSON true/false: "yes", 1 or "true" are refused."""
 
     def to_internal_value(self, data: object) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
+        if isinstance(data, bool):
+            return data
+        self.fail("invalid", input=data)  # raises ValidationError; DRF is untyped, so mypy cannot tell
+        raise AssertionError("unreachable: Field.fail always raises")
 
 
 class StrictCharField(serializers.CharField):

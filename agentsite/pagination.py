@@ -17,7 +17,7 @@ class CursorPage(CursorPagination):
     max_page_size = 500
     page_size_query_param = "limit"
     cursor_query_param = "cursor"
-    ordering = "-created_at"
+    ordering: str | tuple[str, ...] = "-created_at"
 
     def get_page_size(self, request: Any) -> int:
         raw = request.query_params.get(self.page_size_query_param)

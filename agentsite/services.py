@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -16,7 +16,7 @@ LOCAL_USERNAME = "local"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def api_key_create(*, user: AbstractBaseUser, name: str = "") -> tuple[ApiKey, str]:
+def api_key_create(*, user: User, name: str = "") -> tuple[ApiKey, str]:
     """Create a key and return it with its secret, which is shown once and never stored."""
     secret = generate_key()
     key = ApiKey.objects.create(
@@ -31,7 +31,7 @@ def api_key_revoke(*, key: ApiKey) -> None:
         key.save(update_fields=["revoked_at"])
 
 
-def api_key_authenticate(secret: str) -> AbstractBaseUser | None:
+def api_key_authenticate(secret: str) -> User | None:
     """The active user owning this key, or None for a wrong, revoked or disabled key."""
     if not secret.startswith(KEY_PREFIX):
         return None
@@ -48,19 +48,19 @@ def api_key_is_active(secret: str) -> bool:
     return ApiKey.objects.filter(key_hash=hash_key(secret), revoked_at__isnull=True).exists()
 
 
-def local_user() -> AbstractBaseUser:
+def local_user() -> User:
     """The built-in user that unauthenticated requests act as under AGENTSITE_AUTH=open."""
     user, _ = get_user_model().objects.get_or_create(username=LOCAL_USERNAME)
     return user
 
 
 @transaction.atomic
-def user_create_first_admin(*, username: str, password: str, email: str = "") -> AbstractBaseUser:
+def user_create_first_admin(*, username: str, password: str, email: str = "") -> User:
     """Create the first account as a superuser; refuse once any user exists (the /setup/ page)."""
-    User = get_user_model()
-    if User.objects.select_for_update().exists():
+    user_model = get_user_model()
+    if user_model.objects.select_for_update().exists():
         raise PermissionError("An account already exists.")
-    return User.objects.create_superuser(username=username, password=password, email=email)
+    return user_model.objects.create_superuser(username=username, password=password, email=email)
 
 
 def setup_needed() -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
 import dj_database_url
@@ -104,7 +105,7 @@ TEMPLATES = [
 CONN_MAX_AGE = env_int("AGENTSITE_CONN_MAX_AGE", 600, minimum=0)
 
 
-def _databases() -> dict[str, dict[str, object]]:
+def _databases() -> dict[str, Mapping[str, object]]:
     url = env_str("DATABASE_URL")
     if url:
         try:

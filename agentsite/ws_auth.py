@@ -16,7 +16,7 @@ from channels.middleware import BaseMiddleware
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.http.request import is_same_domain
+from django.utils.http import is_same_domain
 
 from agentsite.services import api_key_authenticate, local_user
 

@@ -192,7 +192,12 @@ def cluster(
             bad = [i for i, line in enumerate(lines) if "Traceback" in line or "ERROR" in line]
             if bad:
                 print(f"  ! {log.name} has {len(bad)} error line(s), e.g.:", flush=True)
-                print("\n".join(f"      {line}" for line in lines[bad[0] : bad[0] + 12]), flush=True)
+                print("\n".join(f"      {line}" for line in lines[bad[0] : bad[0] + 3]), flush=True)
+                causes = {
+                    line for line in lines if line[:1].isalpha() and ("Error" in line or "Exception" in line)
+                }
+                for cause in sorted(causes)[:5]:  # the exception lines that end the tracebacks
+                    print(f"      ... {cause}", flush=True)
 
 
 # ----------------------------------------------------------------------------------------- phases

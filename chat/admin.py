@@ -4,12 +4,15 @@ from django.contrib import admin
 
 from chat.models import Message, Session
 
+# A tuple, not a list: one value fits both `fields` and `readonly_fields` as django-stubs types them.
+MESSAGE_INLINE_FIELDS = ("message_id", "role", "status", "content", "created_at")
+
 
 class MessageInline(admin.TabularInline):
     model = Message
     extra = 0
-    fields = ["message_id", "role", "status", "content", "created_at"]
-    readonly_fields = fields
+    fields = MESSAGE_INLINE_FIELDS
+    readonly_fields = MESSAGE_INLINE_FIELDS
     can_delete = False
     show_change_link = True
 

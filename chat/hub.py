@@ -9,7 +9,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
@@ -304,7 +304,7 @@ class Hub:
             log = self.logs[session_id]
             # subscribe, last_seq and replay in one step (no await between): nothing missed or doubled.
             queue, snapshot = controller.subscribe()
-            backlog = log.replay(since) if since is not None else []
+            backlog: list[dict[str, Any]] | None = log.replay(since) if since is not None else []
             attachment = Attachment(session_id, queue, snapshot, log.last_seq, backlog, local=True)
             if backlog is None and self.replay is not None:
                 stored = await self.replay.since(session_id, since or 0)
@@ -322,7 +322,7 @@ class Hub:
             await self.cluster.release_if_unused(session_id)
             raise
         remote.seen(answer["last_seq"])
-        backlog: list[dict[str, Any]] | None = []
+        backlog = []
         if since is not None:
             stored = await self.replay.since(session_id, since)
             backlog = None if stored is None else [e for e in stored if e["seq"] <= answer["last_seq"]]
@@ -341,15 +341,13 @@ class Hub:
 
     async def _handle_remote(self, session_id: str, op: str, payload: dict[str, Any]) -> Any:
         """A command from another process for a session this process owns."""
-        if not self.ownership.holds(session_id) or self.service.peek(session_id) is None:
+        controller = self.service.peek(session_id)
+        if not self.ownership.holds(session_id) or controller is None:
             raise RemoteError("not_owner", f"This process does not own session {session_id}.")
         if op == "snapshot":
-            return {
-                "snapshot": self.service.peek(session_id).snapshot(),
-                "last_seq": self.logs[session_id].last_seq,
-            }  # type: ignore[union-attr]
+            return {"snapshot": controller.snapshot(), "last_seq": self.logs[session_id].last_seq}
         if op == "announce":
-            self.service.peek(session_id).announce(payload["event"])  # type: ignore[union-attr]
+            controller.announce(payload["event"])
             return None
         if op == "close":
             await self._close_here(session_id)
@@ -532,11 +530,11 @@ def decode_command(data: dict[str, Any]) -> Command:
     return classes[kind](**data)  # type: ignore[no-any-return]
 
 
-async def _in_fresh_context[T](call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+async def _in_fresh_context[T](call: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
     return await asyncio.create_task(call(*args, **kwargs), context=contextvars.Context())
 
 
-def call_from_sync[T](call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+def call_from_sync[T](call: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
     """Run a hub coroutine from sync code (a DRF view) on the event loop, in a fresh context.
 
     A queue command may start a turn task that outlives the request. Tasks copy the caller's

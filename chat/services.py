@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
@@ -21,11 +21,11 @@ def session_id_is_valid(session_id: str) -> bool:
     return bool(_SESSION_ID.fullmatch(session_id))
 
 
-def session_list_for_user(*, user: AbstractBaseUser) -> QuerySet[Session]:
+def session_list_for_user(*, user: User) -> QuerySet[Session]:
     return Session.objects.filter(user=user)
 
 
-def session_get_for_user(*, user: AbstractBaseUser, session_id: str) -> Session:
+def session_get_for_user(*, user: User, session_id: str) -> Session:
     """The user's session; another user's session is reported exactly like a missing one."""
     session = (
         Session.objects.filter(id=session_id, user=user).first() if session_id_is_valid(session_id) else None
@@ -35,7 +35,7 @@ def session_get_for_user(*, user: AbstractBaseUser, session_id: str) -> Session:
     return session
 
 
-def session_get_open_for_user(*, user: AbstractBaseUser, session_id: str) -> Session:
+def session_get_open_for_user(*, user: User, session_id: str) -> Session:
     session = session_get_for_user(user=user, session_id=session_id)
     if not session.is_open:
         raise SessionClosed(f"Session {session_id} is closed")
@@ -43,7 +43,7 @@ def session_get_open_for_user(*, user: AbstractBaseUser, session_id: str) -> Ses
 
 
 def session_create(
-    *, user: AbstractBaseUser, agent_name: str = "default", title: str = "", session_id: str | None = None
+    *, user: User, agent_name: str = "default", title: str = "", session_id: str | None = None
 ) -> Session:
     if agent_name == DEFAULT_AGENT:
         default_agent_ensure()  # "an agent named default always exists", even after a table flush

@@ -7,19 +7,20 @@ has no second code path for them.
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from agents.models import Agent
 from chat.exceptions import ChatError
+from chat.portal.access import AuthenticatedHttpRequest
 from chat.services import session_create, session_get_for_user, session_list_for_user
 
 SIDEBAR_SESSIONS = 100
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthenticatedHttpRequest) -> HttpResponse:
     sessions = session_list_for_user(user=request.user)[:SIDEBAR_SESSIONS]
     context = {"sessions": sessions, "agents": Agent.objects.order_by("name"), "nav": "chats"}
     return render(request, "chat/home.html", context)
@@ -27,7 +28,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def new_chat(request: HttpRequest) -> HttpResponse:
+def new_chat(request: AuthenticatedHttpRequest) -> HttpResponse:
     agent_name = request.POST.get("agent_name") or "default"
     try:
         session = session_create(user=request.user, agent_name=agent_name)
@@ -37,7 +38,7 @@ def new_chat(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def chat(request: HttpRequest, session_id: str) -> HttpResponse:
+def chat(request: AuthenticatedHttpRequest, session_id: str) -> HttpResponse:
     try:
         session = session_get_for_user(user=request.user, session_id=session_id)
     except ChatError:

@@ -12,12 +12,15 @@ from django.http import HttpRequest
 from cron import runner, services
 from cron.models import CronJob, CronRun, InboxItem
 
+# A tuple, not a list: one value fits both `fields` and `readonly_fields` as django-stubs types them.
+RUN_INLINE_FIELDS = ("id", "trigger", "status", "started_at", "finished_at", "error")
+
 
 class CronRunInline(admin.TabularInline):
     model = CronRun
     extra = 0
-    fields = ["id", "trigger", "status", "started_at", "finished_at", "error"]
-    readonly_fields = fields
+    fields = RUN_INLINE_FIELDS
+    readonly_fields = RUN_INLINE_FIELDS
     can_delete = False
     show_change_link = True
     ordering = ["-started_at"]

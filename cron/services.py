@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -51,11 +51,11 @@ def _now(now: dt.datetime | None) -> dt.datetime:
 # --------------------------------------------------------------------------------------------------
 
 
-def job_list_for_user(*, user: AbstractBaseUser) -> QuerySet[CronJob]:
+def job_list_for_user(*, user: User) -> QuerySet[CronJob]:
     return CronJob.objects.filter(owner=user)
 
 
-def job_get_for_user(*, user: AbstractBaseUser, job_id: str) -> CronJob:
+def job_get_for_user(*, user: User, job_id: str) -> CronJob:
     """The user's job; another user's job is reported exactly like a missing one."""
     job = CronJob.objects.filter(id=job_id, owner=user).first()
     if job is None:
@@ -63,7 +63,7 @@ def job_get_for_user(*, user: AbstractBaseUser, job_id: str) -> CronJob:
     return job
 
 
-def job_create(*, owner: AbstractBaseUser, data: Any, now: dt.datetime | None = None) -> CronJob:
+def job_create(*, owner: User, data: Any, now: dt.datetime | None = None) -> CronJob:
     """Validate a JOB body for `owner` and store it; raises SpecError (→ 400 with `fields`)."""
     now = _now(now)
     spec = parse_job(data)
@@ -144,7 +144,7 @@ def _apply(job: CronJob, spec: JobSpec) -> None:
     job.timeout_seconds = spec.timeout_seconds
 
 
-def _check_for_owner(*, owner: AbstractBaseUser, spec: JobSpec, now: dt.datetime, check_past: bool) -> None:
+def _check_for_owner(*, owner: User, spec: JobSpec, now: dt.datetime, check_past: bool) -> None:
     """The checks that need the database (or the clock), all reported at once."""
     fields: dict[str, list[str]] = {}
     if check_past:
@@ -166,7 +166,7 @@ def _check_for_owner(*, owner: AbstractBaseUser, spec: JobSpec, now: dt.datetime
         raise SpecError(fields)
 
 
-def _owner_ids(owner: AbstractBaseUser) -> set[str]:
+def _owner_ids(owner: User) -> set[str]:
     return {str(owner.pk), owner.get_username()}
 
 
@@ -372,12 +372,12 @@ def assistant_message_create(*, session_id: str, message_id: str, content: str) 
 # --------------------------------------------------------------------------------------------------
 
 
-def inbox_list_for_user(*, user: AbstractBaseUser, unread_only: bool = False) -> QuerySet[InboxItem]:
+def inbox_list_for_user(*, user: User, unread_only: bool = False) -> QuerySet[InboxItem]:
     items = InboxItem.objects.filter(owner=user)
     return items.filter(read=False) if unread_only else items
 
 
-def inbox_item_get_for_user(*, user: AbstractBaseUser, item_id: str) -> InboxItem:
+def inbox_item_get_for_user(*, user: User, item_id: str) -> InboxItem:
     item = InboxItem.objects.filter(id=item_id, owner=user).first()
     if item is None:
         raise InboxItemNotFound(f"Inbox item {item_id} not found")
@@ -407,7 +407,7 @@ def inbox_item_create(
     )
 
 
-def inbox_mark_read(*, user: AbstractBaseUser, ids: Iterable[str] | None = None, every: bool = False) -> int:
+def inbox_mark_read(*, user: User, ids: Iterable[str] | None = None, every: bool = False) -> int:
     """Mark the user's items read (the given ids, or all of them); other users' ids are ignored."""
     items = InboxItem.objects.filter(owner=user, read=False)
     if not every:

@@ -251,7 +251,7 @@ def _show_policy(ctx: ToolContext, decision: PermissionDecision) -> None:
 # -- helpers ---------------------------------------------------------------------------------------------
 
 
-def _acp_error() -> type[Exception]:
+def _acp_error() -> type[AcpError]:
     from delegation.client import AcpError
 
     return AcpError

@@ -12,7 +12,7 @@ NAME_VALIDATOR = django.core.validators.RegexValidator(
 
 class Migration(migrations.Migration):
     initial = True
-    dependencies: list[tuple[str, str]] = []
+    dependencies = []
 
     operations = [
         migrations.CreateModel(

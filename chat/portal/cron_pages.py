@@ -12,6 +12,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from agents.models import Agent
+from chat.portal.access import AuthenticatedHttpRequest
 from chat.services import session_list_for_user
 from cron.exceptions import CronError
 from cron.schedule import describe, upcoming
@@ -53,7 +54,7 @@ def _job_row(job: Any) -> dict[str, Any]:
 
 
 @login_required
-def cron(request: HttpRequest) -> HttpResponse:
+def cron(request: AuthenticatedHttpRequest) -> HttpResponse:
     context = {
         "jobs": [_job_row(job) for job in job_list_for_user(user=request.user)],
         "agents": Agent.objects.order_by("name"),
@@ -65,7 +66,7 @@ def cron(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def cron_job(request: HttpRequest, job_id: str) -> HttpResponse:
+def cron_job(request: AuthenticatedHttpRequest, job_id: str) -> HttpResponse:
     try:
         job = job_get_for_user(user=request.user, job_id=job_id)
     except CronError:
@@ -95,7 +96,7 @@ def cron_preview(request: HttpRequest) -> JsonResponse:
 
 
 @login_required
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
     unread_only = request.GET.get("unread") == "1"
     items = inbox_list_for_user(user=request.user, unread_only=unread_only)[:200]
     return render(request, "portal/inbox.html", {"items": items, "unread_only": unread_only, "nav": "inbox"})

@@ -9,14 +9,14 @@ from django.shortcuts import render
 from agents.models import Agent, Provider, SiteDefault
 from agents.services import tool_items_for
 from agentsite.models import ApiKey
-from chat.portal.access import staff_required
+from chat.portal.access import AuthenticatedHttpRequest, staff_required
 from delegation.services import runner_list
 
 TOOL_PARSE_MODES = ("call_title", "update_detail", "call_detail")
 
 
 @login_required
-def keys(request: HttpRequest) -> HttpResponse:
+def keys(request: AuthenticatedHttpRequest) -> HttpResponse:
     own = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
     return render(request, "portal/keys.html", {"keys": own, "nav": "keys"})
 

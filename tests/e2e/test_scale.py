@@ -257,3 +257,71 @@ async def test_serve_workers_runs_several_processes_on_one_port(scaled):
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
+
+
+async def test_a_job_run_by_a_separate_runscheduler_streams_to_sockets_on_a_server(scaled):
+    """`runscheduler` on its own: the run goes through the session's owner, so watchers see it live."""
+    import subprocess
+    import sys
+    from datetime import UTC, datetime, timedelta
+
+    from tests.support.server import ROOT
+
+    env, key, llm = scaled
+    script_remote(llm, default=Reply(text="scheduled answer in several words"))
+    session_id = f"cron-{_RUN}"
+    with serve(env, kill=True, args=("--no-scheduler",)) as server:
+        await create_session(server, key, session_id)
+        scheduler = subprocess.Popen(
+            [sys.executable, "manage.py", "runscheduler", "--interval", "0.2"],
+            cwd=ROOT,
+            env=env.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            async with websockets.connect(ws_url(server, session_id, key)) as ws:
+                assert json.loads(await ws.recv())["type"] == "connected"  # the server owns the session
+                job = {
+                    "name": "soon",
+                    "schedule": {
+                        "type": "once",
+                        "run_at": (datetime.now(UTC) + timedelta(seconds=2)).isoformat(),
+                    },
+                    "task_type": "agent",
+                    "request": {
+                        "input": [
+                            {"role": "user", "type": "message", "content": [{"type": "text", "text": "go"}]}
+                        ]
+                    },
+                    "dispatch": {
+                        "type": "channel",
+                        "channel": "console",
+                        "target": {"session_id": session_id},
+                    },
+                }
+                async with httpx.AsyncClient(
+                    base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}
+                ) as http:
+                    created = await http.post("/api/v1/cron/jobs", json=job)
+                    assert created.status_code == 200, created.text
+                    frames = await until(ws, "result")
+                    deltas = "".join(f["content"] for f in frames if f["type"] == "delta")
+                    assert deltas.split() == "scheduled answer in several words".split()
+                    assert frames[-1]["data"]["status"] == "completed"
+                    async with asyncio.timeout(WITHIN):
+                        while True:
+                            runs = (
+                                await http.get(f"/api/v1/cron/jobs/{created.json()['id']}/history")
+                            ).json()["results"]
+                            if runs and runs[0]["status"] != "running":
+                                break
+                            await asyncio.sleep(0.2)
+                    assert (
+                        runs[0]["status"] == "success"
+                        and runs[0]["response"] == "scheduled answer in several words"
+                    )
+        finally:
+            os.killpg(scheduler.pid, signal.SIGTERM)
+            scheduler.wait(timeout=20)

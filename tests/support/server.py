@@ -104,14 +104,16 @@ class RunningServer:
 
 
 @contextmanager
-def serve(env: ServerEnv, *, port: int | None = None, kill: bool = False) -> Iterator[RunningServer]:
+def serve(
+    env: ServerEnv, *, port: int | None = None, kill: bool = False, args: tuple[str, ...] = ()
+) -> Iterator[RunningServer]:
     """Start the server, wait until /healthz answers, stop it (SIGTERM, or SIGKILL when the test did)."""
     port = port or free_port()
     log_path = env.data_dir / f"serve-{port}-{uuid.uuid4().hex[:6]}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "manage.py", "serve", "--host", "127.0.0.1", "--port", str(port), *args],
         cwd=ROOT,
         env=env.env,
         stdout=log,
