@@ -98,7 +98,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     def session_moved(self) -> None:
         """This process lost the session to another one: the client reconnects (resuming with since)."""
-        if self.queue is not None:
+        # Only sockets fed by this process's controller: those fed by a mirror keep working.
+        if self.queue is not None and self.attachment is not None and self.attachment.local:
             self.queue.put_nowait(_MOVED)
 
     def _since(self) -> int | None:
