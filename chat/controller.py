@@ -312,6 +312,11 @@ class SessionController:
         if queue in self._subscribers:
             self._subscribers.remove(queue)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing runs, nothing waits, nobody listens: the controller can be dropped and reloaded later."""
+        return self.active_task is None and not self.pending and not self._subscribers and not self.closed
+
     def snapshot(self) -> dict[str, Any]:
         """PROTOCOL §3.3 SNAPSHOT."""
         return {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -45,8 +46,10 @@ class EventLog:
         self._floor = last_seq
         # seq of the `started` event of the active run and of the last finished one: never trimmed.
         self._run_starts: deque[int] = deque(maxlen=2)
+        self.touched = time.monotonic()  # last publish (or creation): how long the session has been idle
 
     def publish(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.touched = time.monotonic()
         self.last_seq += 1
         event["seq"] = self.last_seq
         self._events.append(event)
@@ -65,6 +68,12 @@ class EventLog:
         if since < self._floor:
             return None
         return [event for event in self._events if event["seq"] > since]
+
+    def keep_last_run_only(self) -> None:
+        """An idle session keeps just its last run's events (the contract keeps those for `?since=`)."""
+        start = self._run_starts[-1] if self._run_starts else self.last_seq + 1
+        while self._events and self._events[0]["seq"] < start:
+            self._floor = self._events.popleft()["seq"]
 
     def _trim(self) -> None:
         protected = self._run_starts[0] if self._run_starts else self.last_seq + 1

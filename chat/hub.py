@@ -34,6 +34,7 @@ logger = logging.getLogger(__name__)
 
 CONTROL_GROUP_PREFIX = "session."
 SESSION_CLOSED = "session.closed"
+IDLE_SECONDS = 300.0  # a session's controller is dropped after this long without activity (reloaded on use)
 WATCHERS_KEY = "agentsite:watchers:{}"  # hash: process id → "<open sockets>@<valid until, epoch s>"
 
 
@@ -94,6 +95,7 @@ class Hub:
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._watchdog: asyncio.Task[None] | None = None
+        self._janitor_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
 
     # -- life cycle --------------------------------------------------------------------------
@@ -124,14 +126,16 @@ class Hub:
                 )
                 await self.ownership.start()
                 self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+            self._janitor_task = asyncio.get_running_loop().create_task(self._janitor())
             self._started = True
 
     async def shutdown(self) -> None:
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            await asyncio.gather(self._watchdog, return_exceptions=True)
+        for task in (self._watchdog, self._janitor_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.service.shutdown()
         await tool_registry.shutdown()  # no ACP runner outlives the server (see close_session)
         close_runtime = getattr(self.service.runtime, "aclose", None)
@@ -169,7 +173,9 @@ class Hub:
                 if self.ownership.holds(session_id):  # a process past its lease publishes nothing
                     relay.add(event)
 
-        log = EventLog(
+        dormant = self.logs.get(session_id) if not self.scaled else None
+        # A session reloaded after it went idle here keeps its numbering and its last run's events.
+        log = dormant or EventLog(
             session_id,
             last_seq=state.seq_reserved,
             reserved=state.seq_reserved + SEQ_BLOCK,
@@ -356,6 +362,37 @@ class Hub:
             return await self.service.dispatch(session_id, decode_command(payload))
         except InputError as exc:
             raise RemoteError(exc.code, exc.message, exc.message_id) from None
+
+    async def evict_idle(self, *, idle_for: float = IDLE_SECONDS) -> int:
+        """Drop the controllers of sessions idle here for `idle_for` seconds (memory stays bounded by the
+        sessions in use, not by every session touched since start). Stored state is untouched."""
+        now = time.monotonic()
+        evicted = 0
+        for session_id, controller in list(self.service.controllers.items()):
+            log = self.logs.get(session_id)
+            if not controller.idle or log is None or now - log.touched < idle_for:
+                continue
+            self.service.forget(session_id)
+            await controller.abandon()
+            if self.scaled:  # another process may own it next: its events are kept in the replay store
+                relay = self._relays.pop(session_id, None)
+                if relay is not None:
+                    await relay.aclose()
+                self.logs.pop(session_id, None)
+                await log.aclose()
+                await self.ownership.release(session_id)
+            else:
+                log.keep_last_run_only()
+            evicted += 1
+        return evicted
+
+    async def _janitor(self) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, IDLE_SECONDS / 4))
+            try:
+                await self.evict_idle()
+            except Exception:
+                logger.exception("evicting idle sessions failed")
 
     async def _watch(self) -> None:
         """Take over sessions whose owner died: the ones watched here, and the ones with stored work."""

@@ -377,3 +377,27 @@ async def test_since_older_than_what_this_process_retains_gets_resync_or_the_sha
         assert after["last_seq"] == first["last_seq"]
         assert after["snapshot"]["running"] is False
     await ws.disconnect()
+
+
+async def test_an_idle_session_is_dropped_from_memory_and_comes_back_with_its_last_run(session, alice_key):
+    ws, _ = await connect(session.id, key=alice_key)
+    await send(ws, {"type": "message", "content": "before the nap", "message_id": "n1"})
+    result, before = await receive_until(ws, "result")
+    await ws.disconnect()
+    hub = get_hub()
+    assert await hub.evict_idle(idle_for=0) == 1
+    assert hub.service.peek(session.id) is None
+    ws, first = await connect(session.id, key=alice_key, since=before[0]["seq"] - 1)
+    assert first["snapshot"]["running"] is False
+    replay = [await ws.receive_json_from() for _ in range(len(before) + 1)]
+    assert replay == [*before, result], "the last run's events are still there for ?since="
+    await send(ws, {"type": "message", "content": "after the nap", "message_id": "n2"})
+    again, _ = await receive_until(ws, "result")
+    assert again["seq"] > result["seq"]
+    await ws.disconnect()
+
+
+async def test_a_session_with_a_socket_or_a_queue_is_never_evicted(session, alice_key):
+    ws, _ = await connect(session.id, key=alice_key)
+    assert await get_hub().evict_idle(idle_for=0) == 0
+    await ws.disconnect()
