@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from agents.demo import DemoModelClient
@@ -23,6 +22,7 @@ from agents.models import ToolSetting
 from agents.services import ModelChoice, agent_get, model_choice_for
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
+from agentsite.db import database_sync_to_async
 from chat.controller import ChatRequest
 from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model

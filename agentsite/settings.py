@@ -100,9 +100,11 @@ TEMPLATES = [
 ]
 
 
-# Keep database connections open between calls: turns and sockets reach the database through a few
-# long-lived threads, and reconnecting on every call cost more than the queries (bench/README.md).
-CONN_MAX_AGE = env_int("AGENTSITE_CONN_MAX_AGE", 600, minimum=0)
+# Under ASGI every request runs in a thread of its own, so persistent connections would pile up: Django
+# closes them after each use and pools them on Postgres (psycopg's pool). Our async code keeps one
+# connection open in its shared database thread (agentsite/db.py).
+CONN_MAX_AGE = env_int("AGENTSITE_CONN_MAX_AGE", 0, minimum=0)
+DB_POOL_SIZE = env_int("AGENTSITE_DB_POOL_SIZE", 20, minimum=1)
 
 
 def _databases() -> dict[str, Mapping[str, object]]:
@@ -113,6 +115,10 @@ def _databases() -> dict[str, Mapping[str, object]]:
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
         if config.get("ENGINE") == "django.db.backends.postgresql":
+            if not CONN_MAX_AGE:  # Django's pool and persistent connections exclude each other
+                options = dict(config.get("OPTIONS") or {})
+                options.setdefault("pool", {"min_size": 1, "max_size": DB_POOL_SIZE, "timeout": 10})
+                config["OPTIONS"] = options
             # One test database per run: two runs on one server (a developer's, CI's) never collide.
             config.setdefault(
                 "TEST", {"NAME": env_str("AGENTSITE_TEST_DB_NAME", f"test_agentsite_{os.getpid()}")}

@@ -11,13 +11,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from channels.auth import AuthMiddlewareStack
-from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.utils.http import is_same_domain
 
+from agentsite.db import database_sync_to_async
 from agentsite.services import api_key_authenticate, local_user
 
 

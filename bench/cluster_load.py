@@ -126,6 +126,58 @@ class Cluster:
     servers: list[Server]
     process_ids: dict[int, str]  # port -> process id (the channel name stored in leases)
     touched: list[str]  # every session id created, for the Redis clean-up
+    env: dict[str, str]  # the servers' environment (for manage.py)
+    user: str  # owner of the API key and of every session
+
+
+CREATE_SESSIONS = """
+from django.contrib.auth import get_user_model
+from chat.services import session_create
+user = get_user_model().objects.get(username=USER)
+print(" ".join(session_create(user=user).id for _ in range(COUNT)))
+"""
+
+
+def create_sessions_in_db(env: dict[str, str], user: str, count: int) -> list[str]:
+    """Create the benchmark's sessions in one `manage.py shell` (one DB connection, no REST).
+
+    Not POST /api/v1/chat/sessions: under ASGI each REST request runs in a thread of its own, and with
+    persistent connections (CONN_MAX_AGE=600) each such thread leaves a Postgres connection behind until
+    the garbage collector finds it; 200 sessions' worth of requests exhausted max_connections=100
+    (see bench/README.md, bottleneck 1).
+    """
+    script = CREATE_SESSIONS.replace("USER", repr(user)).replace("COUNT", str(int(count)))
+    done = subprocess.run(
+        [PYTHON, "manage.py", "shell", "-v", "0", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"creating sessions failed:\n{done.stdout}\n{done.stderr}")
+    ids = done.stdout.strip().splitlines()[-1].split() if done.stdout.strip() else []
+    if len(ids) != count:
+        raise RuntimeError(f"expected {count} session ids, got:\n{done.stdout[-500:]}")
+    return ids
+
+
+async def touch_by_socket(server: Server, session_ids: list[str]) -> None:
+    """Connect a socket to `server` for each session, read `connected`, close: that process owns it now."""
+    import json
+
+    from websockets.asyncio.client import connect
+
+    gate = asyncio.Semaphore(20)
+
+    async def one(session_id: str) -> None:
+        async with gate, connect(server.url(session_id), open_timeout=60) as ws:
+            first = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            if first.get("type") != "connected":
+                raise RuntimeError(f"touch {session_id}: {first}")
+
+    await asyncio.gather(*(one(sid) for sid in session_ids))
 
 
 async def touch(server: Server, session_ids: list[str]) -> None:
@@ -148,7 +200,7 @@ async def touch(server: Server, session_ids: list[str]) -> None:
 
 @contextmanager
 def cluster(
-    args: argparse.Namespace, workdir: Path, database_url: str, key: str, count: int, label: str
+    args: argparse.Namespace, workdir: Path, database_url: str, user: str, key: str, count: int, label: str
 ) -> Iterator[Cluster]:
     """`count` serve_demo.py processes on the same database and Redis (only the first runs the scheduler)."""
     args.database_url, args.redis_url = database_url, args.redis
@@ -183,7 +235,7 @@ def cluster(
                 raise RuntimeError(f"server {server.name} took no lease: is REDIS_URL honoured?")
             process_ids[server.port] = owner
             server.base_rss = rss_mb(server.process.pid)
-        yield Cluster(started, process_ids, touched)
+        yield Cluster(started, process_ids, touched, env, user)
     finally:
         for server in started:
             ws_load._stop(server.process)
@@ -242,10 +294,10 @@ async def cluster_phase(
     """Place N sessions and sockets by `layout`, run M messages per socket, measure every process."""
     servers = group.servers
     first = servers[0]
-    session_ids = await ws_load.create_sessions(first, sessions)  # POST does not take ownership
+    session_ids = create_sessions_in_db(group.env, group.user, sessions)  # owned by nobody yet
     group.touched += session_ids
     if layout == "worst":
-        await touch(first, session_ids)  # A owns every session...
+        await (touch if args.own_by == "rest" else touch_by_socket)(first, session_ids)  # A owns them all...
         placed = [servers[1]] * sessions  # ...and every socket is on B
     else:
         placed = [servers[i % len(servers)] for i in range(sessions)]
@@ -374,6 +426,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="an admin URL; a fresh database is created next to it and dropped at the end",
     )
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="REDIS_URL")
+    parser.add_argument(
+        "--own-by",
+        choices=("socket", "rest"),
+        default="socket",
+        help="worst case: make A the owner by a socket connect (default) or a REST GET on A",
+    )
     parser.add_argument("--profile", default="", help="write py-spy collapsed stacks of every server here")
     args = parser.parse_args(argv)
     args.sessions = [int(n) for n in args.sessions.split(",") if n.strip()]
@@ -411,7 +469,8 @@ def main() -> int:
                 for layout in args.layouts:
                     count = 1 if layout == "1proc" else 2
                     print(f"# {layout}: {count} process(es), demo delay {delay:g} s", flush=True)
-                    with cluster(args, workdir, database_url, key, count, f"{layout}-{delay:g}") as group:
+                    label = f"{layout}-{delay:g}"
+                    with cluster(args, workdir, database_url, user, key, count, label) as group:
                         try:
                             for sessions in args.sessions:
                                 result = asyncio.run(cluster_phase(group, layout, sessions, args, database))

@@ -7,7 +7,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
@@ -15,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentsite.db import database_sync_to_async
 from agentsite.errors import ApiError
 from chat.cluster import OwnerUnavailable, RemoteError
 from chat.controller import InputError

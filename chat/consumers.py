@@ -11,10 +11,10 @@ import json
 import logging
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from agentsite.db import database_sync_to_async
 from agentsite.services import api_key_is_active
 from chat import frames
 from chat.cluster import OwnerUnavailable, RemoteError

@@ -15,11 +15,11 @@ from functools import partial
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents.tools import registry as tool_registry
+from agentsite.db import database_sync_to_async
 from chat.cluster import Cluster, OwnerUnavailable, RemoteError
 from chat.controller import ChatRequest, InputError, SessionController
 from chat.events import SEQ_BLOCK, EventLog

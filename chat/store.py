@@ -6,12 +6,12 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from channels.db import database_sync_to_async
 from django.db import IntegrityError, transaction
 from django.db.models import F, Max, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agentsite.db import database_sync_to_async
 from chat.models import Message, Session
 
 ENTERS_HISTORY = frozenset({"running", "steered"})

@@ -17,8 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
-
+from agentsite.db import database_sync_to_async
 from chat.controller import InputError
 from chat.hub import get_hub, message_submit
 from chat.models import Session

@@ -14,10 +14,10 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from channels.db import database_sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
 
+from agentsite.db import database_sync_to_async
 from cron import runner, services
 from cron.models import CronRun
 

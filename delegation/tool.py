@@ -15,10 +15,10 @@ import json
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
-from channels.db import database_sync_to_async
 from pydantic import BaseModel
 
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
+from agentsite.db import database_sync_to_async
 from delegation.models import RunnerConfig
 from delegation.services import runner_configs_for_session
 
