@@ -112,7 +112,12 @@ class Hub:
             if self.scaled:
                 import redis.asyncio as aioredis
 
-                self._redis = aioredis.Redis.from_url(settings.REDIS_URL)
+                # A blocking pool: a burst (200 sockets closing at once) waits for a connection instead
+                # of failing with "Too many connections" (redis-py's default pool raises).
+                pool = aioredis.BlockingConnectionPool.from_url(
+                    settings.REDIS_URL, max_connections=64, timeout=10
+                )
+                self._redis = aioredis.Redis(connection_pool=pool)
                 self.replay = RedisReplayStore(self._redis, maxlen=settings.AGENTSITE_EVENT_RETENTION)
                 self.cluster = Cluster(
                     layer=get_channel_layer(), handle_command=self._handle_remote, replay=self.replay.since
