@@ -97,6 +97,9 @@ class Hub:
         self._watchdog: asyncio.Task[None] | None = None
         self._janitor_task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
+        # Owned sessions that other processes mirror (live events are relayed only to those), with deadlines.
+        self._mirrored: dict[str, float] = {}
+        self._mirror_ttl = 3 * settings.AGENTSITE_SESSION_LEASE_SECONDS
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -172,6 +175,8 @@ class Hub:
         store = DjangoQueueStore(session_id, token=token, known=known)
         fanout = None
         if self.scaled:
+            # Mirrors of the previous owner may be watching: relay until their keep-alives say otherwise.
+            self._mirrored[session_id] = time.monotonic() + self._mirror_ttl
             relay = self._relays[session_id] = EventRelay(partial(self._relay_batch, session_id))
 
             def fanout(event: dict[str, Any]) -> None:
@@ -214,7 +219,10 @@ class Hub:
             logger.warning(
                 "could not store %d event(s) of session %s for replay", len(batch), session_id, exc_info=True
             )
-        await self.cluster.relay(session_id, batch)
+        # Live events go to other processes only while some process mirrors the session (it says so when
+        # it attaches and every half lease after); the replay store above gets them in any case.
+        if self._mirrored.get(session_id, 0.0) > time.monotonic():
+            await self.cluster.relay(session_id, batch)
 
     async def _lost(self, session_id: str) -> None:
         """Another process owns the session now: stop here without writing or publishing anything."""
@@ -355,7 +363,11 @@ class Hub:
         controller = self.service.peek(session_id)
         if not self.ownership.holds(session_id) or controller is None:
             raise RemoteError("not_owner", f"This process does not own session {session_id}.")
-        if op == "snapshot":
+        if op in {"snapshot", "mirror"}:
+            # Marked before the snapshot is read (no await between): later events are all relayed.
+            self._mirrored[session_id] = time.monotonic() + self._mirror_ttl
+            if op == "mirror":
+                return None
             return {"snapshot": controller.snapshot(), "last_seq": self.logs[session_id].last_seq}
         if op == "announce":
             controller.announce(payload["event"])
@@ -406,10 +418,25 @@ class Hub:
             await asyncio.sleep(interval)
             try:
                 await self.take_over_orphans()
+                await self._renew_mirrors()
                 for session_id in list(self.connections):
                     await self._publish_watchers(session_id)
             except Exception:
                 logger.exception("session watchdog failed")
+
+    async def _renew_mirrors(self) -> None:
+        """Tell the owners of the sessions watched here through mirrors to keep relaying their events."""
+        assert self.cluster is not None
+        for session_id, remote in list(self.cluster.mirrors.items()):
+            if not remote.subscribers:
+                continue
+            lease = await self.ownership.owner_of(session_id)
+            if lease is None or lease.owner == self.cluster.process_id:
+                continue
+            try:
+                await self.cluster.call(lease.owner, session_id, "mirror", {}, within=self._mirror_ttl / 3)
+            except (OwnerUnavailable, RemoteError):
+                pass  # the watchdog takes the session over if its owner is gone
 
     async def take_over_orphans(self) -> int:
         assert self.cluster is not None

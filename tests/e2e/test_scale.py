@@ -325,3 +325,26 @@ async def test_a_job_run_by_a_separate_runscheduler_streams_to_sockets_on_a_serv
         finally:
             os.killpg(scheduler.pid, signal.SIGTERM)
             scheduler.wait(timeout=20)
+
+
+async def test_a_mirror_keeps_receiving_after_the_relay_grace_period(scaled):
+    """Owners relay live events only to sessions other processes mirror; the mirrors' keep-alives hold that."""
+    env, key, llm = scaled
+    script_remote(llm, default=Reply(text="still here after a while"))
+    session_id = f"quiet-{_RUN}"
+    with two_servers(env) as (a, b):
+        await create_session(a, key, session_id)
+        async with websockets.connect(ws_url(a, session_id, key)) as on_a:
+            assert json.loads(await on_a.recv())["type"] == "connected"  # a owns it
+            async with websockets.connect(ws_url(b, session_id, key)) as on_b:
+                assert json.loads(await on_b.recv())["type"] == "connected"
+                await asyncio.sleep(3 * float(LEASE) + 2)  # longer than the relay grace (3 leases)
+                await on_a.send(json.dumps({"type": "message", "content": "after a pause"}))
+                seen_b = await until(on_b, "result")
+                assert "".join(f["content"] for f in seen_b if f["type"] == "delta").split() == [
+                    "still",
+                    "here",
+                    "after",
+                    "a",
+                    "while",
+                ]
