@@ -328,7 +328,7 @@ async def test_a_job_run_by_a_separate_runscheduler_streams_to_sockets_on_a_serv
 
 
 async def test_a_mirror_keeps_receiving_after_the_relay_grace_period(scaled):
-    """Owners relay live events only to sessions other processes mirror; the mirrors' keep-alives hold that."""
+    """Owners relay live events only to sessions that others mirror; the mirrors' keep-alives hold that."""
     env, key, llm = scaled
     script_remote(llm, default=Reply(text="still here after a while"))
     session_id = f"quiet-{_RUN}"
