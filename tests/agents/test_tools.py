@@ -61,9 +61,9 @@ def process_state(pid: int) -> str | None:
 
 
 def process_alive(pid: int) -> bool:
-    """True while ``pid`` runs. SIGKILL takes effect within moments, so allow a short grace; a
+    """True while ``pid`` runs. SIGKILL takes effect within moments, so allow a grace (a loaded machine can be slow); a
     zombie (dead, not yet reaped by a container's init) counts as gone."""
-    deadline = time.monotonic() + 1
+    deadline = time.monotonic() + 5
     while process_state(pid) not in {None, "Z", "X"}:
         if time.monotonic() > deadline:
             return True
