@@ -61,8 +61,8 @@ def process_state(pid: int) -> str | None:
 
 
 def process_alive(pid: int) -> bool:
-    """True while ``pid`` runs. SIGKILL takes effect within moments, so allow a grace (a loaded machine can be slow); a
-    zombie (dead, not yet reaped by a container's init) counts as gone."""
+    """True while ``pid`` runs. SIGKILL takes effect within moments, but a loaded machine can be slow, so
+    allow a grace; a zombie (dead, not yet reaped by a container's init) counts as gone."""
     deadline = time.monotonic() + 5
     while process_state(pid) not in {None, "Z", "X"}:
         if time.monotonic() > deadline:
