@@ -107,7 +107,9 @@ class ProviderTestApi(APIView):
         return Response({"ok": True, "models": models})
 
 
-class _AgentToolsBase(APIView):
+class AgentConfigApi(APIView):
+    """Base of the per-agent configuration endpoints (tools here, ACP runners in delegation/api.py)."""
+
     permission_classes = [IsStaffOrReadOnly]
 
     def _agent(self, name: str) -> Agent:
@@ -123,17 +125,17 @@ class _AgentToolsBase(APIView):
             raise ApiError(404, "not_found", f"Tool {tool} not found.") from None
 
 
-class AgentToolListApi(_AgentToolsBase):
+class AgentToolListApi(AgentConfigApi):
     def get(self, request: Request, name: str) -> Response:
         return Response(tool_items_for(agent=self._agent(name)))
 
 
-class AgentToolToggleApi(_AgentToolsBase):
+class AgentToolToggleApi(AgentConfigApi):
     def patch(self, request: Request, name: str, tool: str) -> Response:
         return self._set(name, tool, None)
 
 
-class AgentToolApi(_AgentToolsBase):
+class AgentToolApi(AgentConfigApi):
     class InputSerializer(serializers.Serializer):
         enabled = StrictBooleanField()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 
@@ -31,6 +33,22 @@ class StrictRegexField(serializers.RegexField):
 
 class StrictURLField(serializers.URLField):
     def to_internal_value(self, data: object) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """Only JSON integers: "300", 30.5 and true are refused (no coercion, like the other strict fields)."""
+
+    def to_internal_value(self, data: object) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise serializers.ValidationError("Must be an integer.")
+        return int(super().to_internal_value(data))
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    def to_internal_value(self, data: object) -> Any:
         if not isinstance(data, str):
             raise serializers.ValidationError("Must be a string.")
         return super().to_internal_value(data)

@@ -6,25 +6,18 @@ import re
 
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
-from agents.models import NAME_PATTERN, Agent
+from agents.api import AgentConfigApi
+from agents.models import NAME_PATTERN
 from agentsite.errors import ApiError
-from agentsite.permissions import IsStaffOrReadOnly
 from delegation.serializers import RunnerInputSerializer
 from delegation.services import RunnerEnvError, runner_delete, runner_get, runner_list, runner_upsert
 
 _RUNNER_NAME = re.compile(NAME_PATTERN)
 
 
-class _AgentRunnersBase(APIView):
-    permission_classes = [IsStaffOrReadOnly]
-
-    def _agent(self, name: str) -> Agent:
-        agent = Agent.objects.filter(name=name).first()
-        if agent is None:
-            raise ApiError(404, "not_found", f"Agent {name} not found.")
-        return agent
+class _AgentRunnersBase(AgentConfigApi):
+    pass
 
 
 class AgentRunnerListApi(_AgentRunnersBase):

@@ -6,24 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentsite.fields import StrictBooleanField, StrictCharField
+from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
 from delegation.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, TOOL_PARSE_MODES
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """Only JSON integers: "300", 30.5 and true are refused (no coercion, like the other strict fields)."""
-
-    def to_internal_value(self, data: object) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise serializers.ValidationError("Must be an integer.")
-        return int(super().to_internal_value(data))
-
-
-class StrictChoiceField(serializers.ChoiceField):
-    def to_internal_value(self, data: object) -> Any:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)
 
 
 class RunnerInputSerializer(serializers.Serializer):
