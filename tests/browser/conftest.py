@@ -9,8 +9,6 @@ AGENTSITE_REQUIRE_SERVICES=1 (CI), where a missing browser is a failure.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.fake_llm_fixtures import fake_llm_subprocess
 from tests.support.server import RunningServer, serve, server_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,25 +73,8 @@ class FakeModel:
 
 @pytest.fixture(scope="session")
 def fake_model() -> Iterator[FakeModel]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agents.fake_llm", "--port", "0"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if "listening on " not in line:
-            raise RuntimeError(f"fake LLM did not start: {line!r}")
-        yield FakeModel(base_url=line.rsplit(" ", 1)[-1].strip())
-    finally:
-        process.terminate()
-        process.wait(timeout=5)
-        if process.stdout is not None:
-            process.stdout.close()
+    with fake_llm_subprocess() as fake:
+        yield FakeModel(base_url=fake.base_url)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,8 +63,9 @@ class FakeLLMProcess:
     process: subprocess.Popen[str]
 
 
-@pytest.fixture
-def fake_llm_process() -> Iterator[FakeLLMProcess]:
+@contextmanager
+def fake_llm_subprocess() -> Iterator[FakeLLMProcess]:
+    """The fake model as a real subprocess (`python -m agents.fake_llm --port 0`), stopped on exit."""
     process = subprocess.Popen(
         [sys.executable, "-m", "agents.fake_llm", "--port", "0"],
         cwd=REPO_ROOT,
@@ -87,3 +89,9 @@ def fake_llm_process() -> Iterator[FakeLLMProcess]:
             process.wait()
         if process.stdout is not None:
             process.stdout.close()
+
+
+@pytest.fixture
+def fake_llm_process() -> Iterator[FakeLLMProcess]:
+    with fake_llm_subprocess() as fake:
+        yield fake
