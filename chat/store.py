@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -61,15 +62,24 @@ class DjangoQueueStore:
     async def save_message(self, item: PendingItem, *, status: str) -> None:
         await database_sync_to_async(self._save_message)(item, status)
 
-    @transaction.atomic
     def _save_message(self, item: PendingItem, status: str) -> None:
-        _check_fence(self.session_id, self.token)
+        if self.token is None:
+            # One process: nothing to fence, so one statement in autocommit mode (no BEGIN/COMMIT
+            # around it): this runs twice for every message.
+            self._write_message(item, status)
+            return
+        with transaction.atomic():
+            _check_fence(self.session_id, self.token)
+            self._write_message(item, status)
+
+    def _write_message(self, item: PendingItem, status: str) -> None:
         request = item.request
         if request.message_id not in self._known:
             # A new message: one INSERT (the common case: a submit), an UPDATE only if it was stored
             # before (by another process, or before a restart).
             try:
-                with transaction.atomic():
+                # A savepoint only inside a transaction; in autocommit a failed INSERT leaves nothing open.
+                with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
                     self._insert(item, status)
                 self._known.add(request.message_id)
                 return
@@ -103,10 +113,10 @@ class DjangoQueueStore:
     async def save_paused(self, paused: bool) -> None:
         await database_sync_to_async(self._save_paused)(paused)
 
-    @transaction.atomic
     def _save_paused(self, paused: bool) -> None:
-        _check_fence(self.session_id, self.token)
-        Session.objects.filter(id=self.session_id).update(paused=paused)
+        with transaction.atomic() if self.token is not None else contextlib.nullcontext():
+            _check_fence(self.session_id, self.token)
+            Session.objects.filter(id=self.session_id).update(paused=paused)
 
     async def reserve_seq(self, reserved: int) -> None:
         await database_sync_to_async(self._reserve_seq)(reserved)
