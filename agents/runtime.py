@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ def workspace_for(session_id: str) -> Path:
         else "s-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
     )
     path = Path(settings.WORKSPACES_DIR) / name
-    path.mkdir(parents=True, exist_ok=True)
+    if not os.path.isdir(path):  # every turn asks: a stat is cheaper than mkdir's FileExistsError
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 

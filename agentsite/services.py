@@ -6,9 +6,10 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from agentsite.db import table
 from agentsite.models import DISPLAY_PREFIX_LENGTH, KEY_PREFIX, ApiKey, generate_key, hash_key
 
 LOCAL_USERNAME = "local"
@@ -45,7 +46,13 @@ def api_key_authenticate(secret: str) -> User | None:
 
 
 def api_key_is_active(secret: str) -> bool:
-    return ApiKey.objects.filter(key_hash=hash_key(secret), revoked_at__isnull=True).exists()
+    """Whether the key is still valid. SQL, not the ORM (agentsite/db.py): sockets ask on every frame."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {table(ApiKey)} WHERE key_hash = %s AND revoked_at IS NULL LIMIT 1",
+            [hash_key(secret)],
+        )
+        return cursor.fetchone() is not None
 
 
 def local_user() -> User:

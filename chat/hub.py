@@ -28,7 +28,7 @@ from chat.models import Message
 from chat.ownership import LocalOwnership, Ownership, RedisOwnership
 from chat.relay import EventRelay, RedisReplayStore
 from chat.service import Cancel, Command, ConfirmationReply, Remove, SessionService, Steer, Submit
-from chat.store import DjangoQueueStore, Fenced, load_state, message_store_pending
+from chat.store import DjangoQueueStore, Fenced, load_state, message_id_taken, message_store_pending
 
 logger = logging.getLogger(__name__)
 
@@ -658,12 +658,7 @@ async def message_submit(
 
     hub = get_hub()
     # A server-assigned id cannot be taken; a client's id is checked against the stored history too.
-    taken = (
-        message_id is not None
-        and await database_sync_to_async(
-            Message.objects.filter(session_id=session_id, message_id=message_id).exists
-        )()
-    )
+    taken = message_id is not None and await database_sync_to_async(message_id_taken)(session_id, message_id)
     message_id = message_id or uuid.uuid4().hex
     if taken:
         raise InputError(

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Max, Value
-from django.db.models.functions import Coalesce
+from django.db.models import F, Max
 from django.utils import timezone
 
-from agentsite.db import database_sync_to_async
+from agentsite.db import database_sync_to_async, insert_row, table
 from chat.models import Message, Session
 
 ENTERS_HISTORY = frozenset({"running", "steered"})
+_ENTERED_AT = Message._meta.get_field("entered_at")
 
 if TYPE_CHECKING:
     from chat.controller import PendingItem
@@ -85,18 +86,27 @@ class DjangoQueueStore:
                 return
             except IntegrityError:
                 self._known.add(request.message_id)
-        changes: dict[str, Any] = {"status": status, "steer_requested": item.steer_requested}
+        # Written as SQL (agentsite/db.py): this runs for every message.
+        assignments = ["status = %s", "steer_requested = %s"]
+        params: list[Any] = [status, item.steer_requested]
         if item.order >= 0:  # order < 0 marks a placeholder (interrupt_stored_turn): keep the stored position
-            changes["queue_order"] = item.order
+            assignments.append("queue_order = %s")
+            params.append(item.order)
         if status in ENTERS_HISTORY:
-            changes["entered_at"] = Coalesce(F("entered_at"), Value(timezone.now()))
-        Message.objects.filter(
-            session_id=self.session_id, message_id=request.message_id, role=Message.Role.USER
-        ).update(**changes)
+            assignments.append("entered_at = COALESCE(entered_at, %s)")
+            params.append(_ENTERED_AT.get_db_prep_save(timezone.now(), connection))
+        params += [self.session_id, request.message_id, Message.Role.USER]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table(Message)} SET {', '.join(assignments)}"
+                " WHERE session_id = %s AND message_id = %s AND role = %s",
+                params,
+            )
 
     def _insert(self, item: PendingItem, status: str) -> None:
         request = item.request
-        Message.objects.create(
+        insert_row(
+            Message,
             session_id=self.session_id,
             message_id=request.message_id,
             role=Message.Role.USER,
@@ -131,7 +141,8 @@ def message_store_pending(*, session_id: str, request: Any) -> None:
     It has no queue position yet (queue_order NULL): the owner gives it one when the command reaches it,
     or the next owner when it loads the queue (stored ones without a position go last, oldest first).
     """
-    Message.objects.create(
+    insert_row(
+        Message,
         session_id=session_id,
         message_id=request.message_id,
         role=Message.Role.USER,
@@ -205,7 +216,8 @@ class DjangoTurnRecorder:
         tool_calls: list[dict[str, Any]] | None = None,
         usage: dict[str, Any] | None = None,
     ) -> None:
-        await database_sync_to_async(Message.objects.create)(
+        await database_sync_to_async(insert_row)(
+            Message,
             session_id=self.session_id,
             message_id=uuid.uuid4().hex,
             role=Message.Role.ASSISTANT,
@@ -219,7 +231,8 @@ class DjangoTurnRecorder:
         )
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:
-        await database_sync_to_async(Message.objects.create)(
+        await database_sync_to_async(insert_row)(
+            Message,
             session_id=self.session_id,
             message_id=uuid.uuid4().hex,
             role=Message.Role.TOOL,
@@ -233,25 +246,38 @@ class DjangoTurnRecorder:
 
 def history_for_model(session_id: str, *, before_message_id: str) -> list[dict[str, Any]]:
     """Earlier turns as OpenAI chat messages: user, assistant (with tool calls) and tool results."""
-    # Plain tuples, not model instances: this runs for every turn over the whole conversation.
-    rows = (
-        Message.objects.filter(session_id=session_id, entered_at__isnull=False)
-        .exclude(message_id=before_message_id)
-        .order_by("entered_at", "id")
-        .values_list("role", "content", "tool_calls", "tool_call_id")
-    )
+    # SQL, not the ORM (agentsite/db.py): this runs for every turn over the whole conversation.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT role, content, tool_calls, tool_call_id FROM {table(Message)}"
+            " WHERE session_id = %s AND entered_at IS NOT NULL AND message_id <> %s ORDER BY entered_at, id",
+            [session_id, before_message_id],
+        )
+        rows = cursor.fetchall()
     history: list[dict[str, Any]] = []
     for role, content, tool_calls, tool_call_id in rows:
         if role == Message.Role.TOOL:
             history.append({"role": "tool", "tool_call_id": tool_call_id, "content": content})
         elif role == Message.Role.ASSISTANT:
             entry: dict[str, Any] = {"role": "assistant", "content": content or None}
-            if tool_calls:
-                entry["tool_calls"] = tool_calls
+            # JSON arrives as text (SQLite; Django has psycopg load jsonb as text too).
+            calls = json.loads(tool_calls) if isinstance(tool_calls, str) else tool_calls
+            if calls:
+                entry["tool_calls"] = calls
             history.append(entry)
         elif role == Message.Role.USER:
             history.append({"role": "user", "content": content})
     return _drop_dangling_tool_calls(history)
+
+
+def message_id_taken(session_id: str, message_id: str) -> bool:
+    """Whether the session already has a message with this id (in its queue or its history)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT 1 FROM {table(Message)} WHERE session_id = %s AND message_id = %s LIMIT 1",
+            [session_id, message_id],
+        )
+        return cursor.fetchone() is not None
 
 
 def _drop_dangling_tool_calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

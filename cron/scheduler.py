@@ -14,7 +14,6 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from django.db import close_old_connections
 from django.utils import timezone
 
 from agentsite.db import database_sync_to_async
@@ -39,6 +38,7 @@ class Scheduler:
 
     async def tick(self, now: dt.datetime | None = None) -> bool:
         """Claim every run due at `now` and start it; True when there was work (loop again at once)."""
+        # A connection the database dropped fails this call and is closed then; the next tick reconnects.
         run_ids = await database_sync_to_async(self.claim_due)(now or self.clock())
         for run_id in run_ids:
             runner.spawn_run(run_id)
@@ -46,7 +46,6 @@ class Scheduler:
 
     def claim_due(self, now: dt.datetime) -> list[str]:
         """Sync: claim the runs due at `now`; returns the ids to execute (skipped runs are only recorded)."""
-        close_old_connections()  # a long-lived loop must not keep a connection the database dropped
         claimed: list[str] = []
         for job_id, seen in services.due_job_candidates(now=now, limit=BATCH):
             run = services.run_claim_due(job_id=job_id, seen=seen, now=now)

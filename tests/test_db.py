@@ -1,0 +1,234 @@
+"""agentsite/db.py: the batched database thread and the hot-path SQL helpers (also on Postgres)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import connection
+from django.utils import timezone
+
+from agentsite import db
+from agentsite.db import database_sync_to_async, insert_row
+from agentsite.services import api_key_create, api_key_is_active, api_key_revoke
+from chat.models import Message, Session
+from chat.store import history_for_model, message_id_taken
+from tests import factories
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]
+
+
+def _session(username: str = "alice") -> Session:
+    return factories.session(factories.user(username))
+
+
+def _columns(row: Message) -> dict[str, Any]:
+    return {
+        field.attname: getattr(row, field.attname)
+        for field in Message._meta.concrete_fields
+        if field.attname != "id"
+    }
+
+
+def test_insert_row_stores_what_the_orm_stores() -> None:
+    session = _session()
+    when = timezone.now()
+    values: dict[str, Any] = dict(
+        session_id=session.id,
+        role=Message.Role.ASSISTANT,
+        content="héllo ✓",
+        status="completed",
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}],
+        usage={"prompt_tokens": 3, "total_tokens": 5},
+        queue_order=7,
+        steer_requested=True,
+        config={"generation": {"temperature": 0.2}, "nested": [1, None, "x"]},
+        model="m",
+        created_at=when,
+        entered_at=when,
+    )
+    Message.objects.create(message_id="orm", **values)
+    insert_row(Message, message_id="raw", **values)
+    orm, raw = Message.objects.get(message_id="orm"), Message.objects.get(message_id="raw")
+    assert {**_columns(raw), "message_id": "orm"} == _columns(orm)
+
+
+def test_insert_row_fills_defaults_and_keeps_sql_null_for_json() -> None:
+    session = _session()
+    before = timezone.now()
+    insert_row(Message, session_id=session.id, message_id="m1", role=Message.Role.USER, content="hi")
+    row = Message.objects.get(message_id="m1")
+    assert (row.status, row.approval_mode, row.steer_requested, row.reply_to) == (
+        "completed",
+        "ask",
+        False,
+        "",
+    )
+    assert row.created_at >= before and row.entered_at is None
+    assert Message.objects.filter(message_id="m1", tool_calls__isnull=True, config__isnull=True).exists()
+
+
+def test_insert_row_refuses_unknown_fields_and_duplicate_ids() -> None:
+    from django.db import IntegrityError
+
+    session = _session()
+    with pytest.raises(TypeError, match="no_such_field"):
+        insert_row(Message, session_id=session.id, message_id="m", role="user", no_such_field=1)
+    insert_row(Message, session_id=session.id, message_id="m", role="user")
+    with pytest.raises(IntegrityError):
+        insert_row(Message, session_id=session.id, message_id="m", role="user")
+    assert Message.objects.filter(session=session).count() == 1
+
+
+def test_history_reads_rows_in_the_order_they_entered_the_conversation() -> None:
+    session = _session()
+    base = timezone.now()
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    rows = [
+        ("u1", "user", "first", None, "", 1),
+        ("a1", "assistant", "", [call], "", 2),
+        ("t1", "tool", "file text", None, "c1", 3),
+        ("a2", "assistant", "done", None, "", 4),
+        ("queued", "user", "not yet", None, "", None),  # queued: not in the conversation yet
+        ("u2", "user", "current", None, "", 5),
+    ]
+    for message_id, role, content, tool_calls, call_id, offset in rows:
+        entered = None if offset is None else base + dt.timedelta(seconds=offset)
+        insert_row(
+            Message,
+            session_id=session.id,
+            message_id=message_id,
+            role=role,
+            content=content,
+            tool_calls=tool_calls,
+            tool_call_id=call_id,
+            entered_at=entered,
+        )
+    assert history_for_model(session.id, before_message_id="u2") == [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "file text"},
+        {"role": "assistant", "content": "done"},
+    ]
+    assert message_id_taken(session.id, "queued") and not message_id_taken(session.id, "other")
+    assert not message_id_taken(_session("bob").id, "queued")
+
+
+def test_api_key_is_active_until_revoked() -> None:
+    key, secret = api_key_create(user=factories.user("bob"))
+    assert api_key_is_active(secret)
+    assert not api_key_is_active(secret + "x")
+    api_key_revoke(key=key)
+    assert not api_key_is_active(secret)
+
+
+async def test_concurrent_calls_keep_their_order_and_each_gets_its_own_outcome() -> None:
+    seen: list[int] = []
+    threads: set[str] = set()
+
+    def work(n: int) -> int:
+        threads.add(threading.current_thread().name)
+        seen.append(n)
+        if n % 7 == 3:
+            raise ValueError(f"bad {n}")
+        return n * 10
+
+    run = database_sync_to_async(work)
+    outcomes = await asyncio.gather(*(run(n) for n in range(40)), return_exceptions=True)
+    assert seen == list(range(40)), "calls run in the order they were made"
+    for n, outcome in enumerate(outcomes):
+        if n % 7 == 3:
+            assert isinstance(outcome, ValueError) and str(outcome) == f"bad {n}"
+        else:
+            assert outcome == n * 10
+    assert len(threads) == 1 and threading.current_thread().name not in threads
+
+
+async def test_calls_made_while_the_thread_is_busy_go_over_together() -> None:
+    release = threading.Event()
+    batches: list[int] = []
+    original = db._DatabaseThread._run
+
+    def counting_run(self: Any, batch: list[Any]) -> None:
+        batches.append(len(batch))
+        original(self, batch)
+
+    def slow() -> str:
+        release.wait(5)
+        return "slow"
+
+    db._DatabaseThread._run = counting_run  # type: ignore[method-assign]
+    try:
+        first = asyncio.ensure_future(database_sync_to_async(slow)())
+        await asyncio.sleep(0.05)  # `slow` holds the thread
+        rest = [asyncio.ensure_future(database_sync_to_async(lambda n=n: n)()) for n in range(25)]
+        await asyncio.sleep(0.05)
+        release.set()
+        assert await first == "slow"
+        assert await asyncio.gather(*rest) == list(range(25))
+    finally:
+        db._DatabaseThread._run = original  # type: ignore[method-assign]
+    assert batches == [1, 25]
+
+
+async def test_a_caller_that_stops_waiting_does_not_lose_the_call_or_disturb_others() -> None:
+    release = threading.Event()
+    done: list[str] = []
+
+    def slow(name: str) -> str:
+        release.wait(5)
+        done.append(name)
+        return name
+
+    waiting = asyncio.ensure_future(database_sync_to_async(slow)("cancelled"))
+    other = asyncio.ensure_future(database_sync_to_async(slow)("other"))
+    await asyncio.sleep(0.05)
+    waiting.cancel()
+    release.set()
+    assert await other == "other"
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert done == ["cancelled", "other"], "the write that was asked for still happened"
+
+
+def test_under_async_to_sync_calls_run_in_the_waiting_callers_thread() -> None:
+    """A sync caller blocked in async_to_sync keeps its own thread (and its transaction) for our calls."""
+    caller = threading.current_thread().name
+
+    async def ask() -> str:
+        return await database_sync_to_async(lambda: threading.current_thread().name)()
+
+    assert async_to_sync(ask)() == caller
+
+
+async def test_a_broken_connection_is_closed_so_the_next_call_opens_a_fresh_one() -> None:
+    from django.db import OperationalError
+
+    closes: list[str] = []
+
+    def fail(usable: bool) -> None:
+        # This thread's connection wrapper only; close() is recorded (an in-memory SQLite test database
+        # ignores close()), then both are put back.
+        connection.is_usable = lambda: usable  # type: ignore[method-assign]
+        connection.close = lambda: closes.append("closed")  # type: ignore[method-assign]
+        connection.ensure_connection()
+        raise OperationalError("server closed the connection unexpectedly")
+
+    def restore() -> None:
+        del connection.is_usable
+        del connection.close
+
+    try:
+        with pytest.raises(OperationalError):
+            await database_sync_to_async(fail)(True)
+        assert closes == [], "a usable connection is kept (a failed statement does not break it)"
+        with pytest.raises(OperationalError):
+            await database_sync_to_async(fail)(False)
+        assert closes == ["closed"]
+    finally:
+        await database_sync_to_async(restore)()
+    assert await database_sync_to_async(lambda: Session.objects.count())() == 0
