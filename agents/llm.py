@@ -14,6 +14,7 @@ message names the provider and the model, because it is shown to the user as is.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -39,11 +40,13 @@ _RESERVED_KEYS = frozenset({"model", "messages", "tools", "stream", "stream_opti
 _DETAIL_LIMIT = 300
 
 
+@functools.cache
 def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(timeouts, other transport errors) of the HTTP library the installed SDK uses.
 
     Errors raised while *reading* a streamed body are not wrapped by the SDK, so we catch
-    the library's own classes. openai 1.x uses httpx, newer releases httpx2.
+    the library's own classes. openai 1.x uses httpx, newer releases httpx2. Looked up when an error
+    happens (an `except` expression is evaluated only then): importing them costs ~13 MB.
     """
     timeouts: list[type[BaseException]] = []
     transport: list[type[BaseException]] = []
@@ -56,9 +59,6 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
         transport.append(module.TransportError)
         transport.append(module.StreamError)
     return tuple(timeouts), tuple(transport)
-
-
-_TIMEOUT_ERRORS, _TRANSPORT_ERRORS = _transport_errors()
 
 
 class ModelError(Exception):
@@ -198,13 +198,13 @@ class OpenAIModelClient:
             raise
         except _sdk().APIError as exc:
             raise self._error(exc, model=model) from None
-        except _TIMEOUT_ERRORS:
+        except _transport_errors()[0]:
             raise ModelError(
                 "timeout",
                 f"Provider '{self.provider_name}' stopped answering midway for model '{model}' "
                 "(read timed out).",
             ) from None
-        except _TRANSPORT_ERRORS as exc:
+        except _transport_errors()[1] as exc:
             raise ModelError(
                 "stream_broken",
                 f"The connection to provider '{self.provider_name}' broke while model '{model}' "

@@ -55,6 +55,7 @@ class TurnSetup:
     system_prompt: str
     history: list[dict[str, Any]]
     tools: list[Tool]
+    specs: list[dict[str, Any]]
     workspace: Path
 
 
@@ -66,6 +67,7 @@ class AgentConfig:
     system_prompt: str
     choice: ModelChoice
     tools: list[Tool]
+    specs: list[dict[str, Any]]  # the tools' OpenAI specs, built once per configuration
 
 
 # Site configuration is read for every turn but changes rarely: keep it for a short while. A change made
@@ -85,11 +87,13 @@ def agent_config(agent_name: str) -> AgentConfig:
     if cached is not None and now - cached[0] < CONFIG_TTL_SECONDS:
         return cached[1]
     agent = agent_get(name=agent_name)
+    tools = enabled_tools(agent_name) if agent else []
     config = AgentConfig(
         found=agent is not None,
         system_prompt=agent.system_prompt if agent else "",
         choice=model_choice_for(agent=agent),
-        tools=enabled_tools(agent_name) if agent else [],
+        tools=tools,
+        specs=[tool.openai_spec() for tool in tools],
     )
     _configs[agent_name] = (now, config)
     return config
@@ -110,6 +114,7 @@ def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
         system_prompt=config.system_prompt,
         history=history_for_model(session_id, before_message_id=request.message_id),
         tools=config.tools,
+        specs=config.specs,
         workspace=workspace_for(session_id),
     )
 
@@ -148,6 +153,7 @@ class DjangoRuntime:
             history=setup.history,
             request=request,
             tools=setup.tools,
+            specs=setup.specs,
             tool_context=ToolContext(workspace=setup.workspace, session_id=session_id),
             max_steps=settings.AGENTSITE_MAX_TOOL_STEPS,
             # A cron run sets its own (its job's timeout, ChatRequest.confirmation_timeout); clients cannot.

@@ -31,10 +31,12 @@ from agents.llm import ModelClient, ModelError, ToolCall
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry
 from chat.controller import ChatRequest, InputError, StreamClosed, TurnResult
+from chat.events import EventQueue
 
 logger = logging.getLogger(__name__)
 
 ResolvedBy = Literal["user", "timeout", "cancel", "policy"]
+
 
 _MISSING_RESULT = "No result: the turn ended before this tool call finished."
 
@@ -88,7 +90,10 @@ class AgentTurn:
         max_steps: int = 20,
         confirmation_timeout: float = 300.0,
         recorder: TurnRecorder | None = None,
+        specs: list[dict[str, Any]] | None = None,
     ) -> None:
+        """`specs`: the tools' OpenAI specs when the caller has them built already (they are the same for
+        every turn of an agent; building them costs more than the rest of a turn's setup)."""
         self.client = client
         self.model = model
         self.provider_name = provider_name
@@ -99,7 +104,7 @@ class AgentTurn:
         self._tools = ToolRegistry()
         for tool in tools:
             self._tools.register(tool)
-        self._specs = [tool.openai_spec() for tool in self._tools.all()]
+        self._specs = specs if specs is not None else [tool.openai_spec() for tool in self._tools.all()]
         self._messages = _initial_messages(system_prompt, history, request.content)
         self._context = replace(
             tool_context,
@@ -107,7 +112,7 @@ class AgentTurn:
             emit=self._emit,
             request_permission=tool_context.request_permission or self.ask_confirmation,
         )
-        self._events: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._events = EventQueue()  # dict events, then None at the end
         self._inputs: list[str] = []
         self._input_closed = False
         self._closed = False
@@ -307,10 +312,16 @@ class AgentTurn:
             tools=self._specs or None,
             generation=generation if isinstance(generation, dict) else None,
         )
+        first = True
         async for chunk in stream:
             if chunk.content:
                 self._partial.append(chunk.content)
                 self._emit({"type": "delta", "content": chunk.content})
+                if first:
+                    # The first words go out before the rest of a reply whose chunks are all here already
+                    # (buffered, or a fast model): other sessions' new answers start in the meantime.
+                    first = False
+                    await asyncio.sleep(0)
             if chunk.reasoning:
                 self._emit({"type": "thinking", "content": chunk.reasoning})
             if chunk.done:

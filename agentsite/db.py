@@ -125,13 +125,11 @@ def database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
             _close_if_broken()
             raise
 
-    fallback = sync_to_async(call, thread_sensitive=True)
-
     @wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()
         if _has_own_thread(loop):
-            return await fallback(*args, **kwargs)  # type: ignore[no-any-return]
+            return await sync_to_async(call, thread_sensitive=True)(*args, **kwargs)
         return await _database_thread(loop).call(fn, args, kwargs)  # type: ignore[no-any-return]
 
     return run

@@ -39,41 +39,59 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
-class WebSocketAuthMiddleware(BaseMiddleware):
+SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
+
+
+class WebSocketAuthMiddleware:
+    """Outermost: the Origin rule, then `?api_key=` alone, or the browser's session cookie.
+
+    A key-authenticated socket skips Channels' cookie, session and user middlewares entirely: it has no
+    use for them, and each of them costs memory per socket and a wrapper around every frame it sends.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.cookie_stack = AuthMiddlewareStack(CookieUserMiddleware(inner))
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         if scope["type"] != "websocket":
-            return await super().__call__(scope, receive, send)
+            return await self.inner(scope, receive, send)
         origin = _header(scope, b"origin")
         if origin is not None and not origin_allowed(origin):
             denier = WebsocketDenier()
             return await denier(scope, receive, send)
-        scope = dict(scope)
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        api_keys = query.get("api_key")
-        scope["auth_error"] = None
-        scope["api_key"] = None
-        if api_keys is not None:
-            user = await database_sync_to_async(api_key_authenticate)(api_keys[0])
-            if user is None:
-                scope["user"] = AnonymousUser()
-                scope["auth_error"] = "Invalid or revoked api_key."
-            else:
-                scope["user"] = user
-                scope["api_key"] = api_keys[0]
+        scope = {**scope, "auth_error": None, "api_key": None, SEND: send}
+        api_keys = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
+        if api_keys is None:
+            return await self.cookie_stack(scope, receive, send)
+        user = await database_sync_to_async(api_key_authenticate)(api_keys[0])
+        if user is None:
+            scope["user"] = AnonymousUser()
+            scope["auth_error"] = "Invalid or revoked api_key."
         else:
-            cookie_user = scope.get("user")
-            authenticated = False
-            if origin is not None and cookie_user is not None:
-                authenticated = await database_sync_to_async(lambda: cookie_user.is_authenticated)()
-            if authenticated:
-                scope["user"] = cookie_user
-            elif settings.AGENTSITE_AUTH == "open":
-                scope["user"] = await database_sync_to_async(local_user)()
-            else:
-                scope["user"] = AnonymousUser()
-                scope["auth_error"] = "Authentication required: pass ?api_key=<key> or log in."
+            scope["user"] = user
+            scope["api_key"] = api_keys[0]
+        return await self.inner(scope, receive, send)
+
+
+class CookieUserMiddleware(BaseMiddleware):
+    """Inside Channels' AuthMiddlewareStack: the session cookie's user, only with an allowed Origin."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        cookie_user = scope.get("user")
+        authenticated = False
+        if _header(scope, b"origin") is not None and cookie_user is not None:
+            authenticated = await database_sync_to_async(lambda: cookie_user.is_authenticated)()
+        scope = dict(scope)
+        if authenticated:
+            scope["user"] = cookie_user
+        elif settings.AGENTSITE_AUTH == "open":
+            scope["user"] = await database_sync_to_async(local_user)()
+        else:
+            scope["user"] = AnonymousUser()
+            scope["auth_error"] = "Authentication required: pass ?api_key=<key> or log in."
         return await super().__call__(scope, receive, send)
 
 
 def WebSocketAuthStack(inner: Any) -> Any:
-    return AuthMiddlewareStack(WebSocketAuthMiddleware(inner))
+    return WebSocketAuthMiddleware(inner)

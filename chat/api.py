@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from agentsite.db import database_sync_to_async
 from agentsite.errors import ApiError
 from chat.cluster import OwnerUnavailable, RemoteError
 from chat.controller import InputError
+from chat.events import encode_event
 from chat.exceptions import ChatError
 from chat.hub import call_from_sync, get_hub, message_submit
 from chat.models import Session
@@ -191,7 +191,7 @@ class EventStreamApi(APIView):
 
 
 def _sse_frame(event: dict[str, Any]) -> str:
-    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=str)
+    data = encode_event(event)
     seq = event.get("seq")
     head = f"id: {seq}\n" if seq is not None else ""
     return f"{head}event: {event['type']}\ndata: {data}\n\n"

@@ -1,11 +1,13 @@
 """This process among several: commands routed to a session's owner, remote sessions' events mirrored.
 
 Plain asyncio over a Channels layer (no Django). Each process listens on its own channel (made with
-`new_channel("agentsite.proc.")`; its name is the process id stored in session leases) for three kinds
+`new_channel("agentsite.proc.")`; its name is the process id stored in session leases) for four kinds
 of message:
 - `command`: run a queue command (or read a snapshot) on a session this process owns, answer `reply`;
 - `reply`: the answer to a command this process sent;
-- `events`: a batch of events of a session this process mirrors (it is in the session's group).
+- `events`: a batch of events of a session this process mirrors (it is in the session's group);
+- `closed`: a session was deleted, sent to every process (all are in PROCESSES_GROUP): close its sockets.
+Sockets themselves never join the layer: one channel per process, not one per socket.
 
 A mirror (`RemoteSession`) feeds local sockets of a session owned elsewhere. Batches carry `prev`, the
 seq before their first event; when it does not match what the mirror has delivered, the missing
@@ -22,13 +24,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chat.events import EventQueue
+
 logger = logging.getLogger(__name__)
 
 MESSAGE_TYPE = "agentsite.process"
+PROCESSES_GROUP = "agentsite.processes"
 COMMAND_TIMEOUT = 10.0
 
 CommandHandler = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 Replay = Callable[[str, int], Awaitable[list[dict[str, Any]] | None]]
+OnClosed = Callable[[str], None]
 
 
 class RemoteError(Exception):
@@ -55,16 +61,16 @@ class RemoteSession:
 
     session_id: str
     replay: Replay
-    subscribers: set[asyncio.Queue[dict[str, Any]]] = field(default_factory=set)
+    subscribers: set[EventQueue] = field(default_factory=set)
     last_seq: int | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    def subscribe(self) -> asyncio.Queue[dict[str, Any]]:
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    def subscribe(self) -> EventQueue:
+        queue = EventQueue()
         self.subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    def unsubscribe(self, queue: EventQueue) -> None:
         self.subscribers.discard(queue)
 
     def seen(self, last_seq: int) -> None:
@@ -91,11 +97,19 @@ class RemoteSession:
 
 
 class Cluster:
-    def __init__(self, *, layer: Any, handle_command: CommandHandler, replay: Replay) -> None:
+    def __init__(
+        self,
+        *,
+        layer: Any,
+        handle_command: CommandHandler,
+        replay: Replay,
+        on_closed: OnClosed = lambda session_id: None,
+    ) -> None:
         self.layer = layer
         self.channel = ""  # set by start(); also this process's id in leases
         self._handle_command = handle_command
         self._replay = replay
+        self._on_closed = on_closed
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.mirrors: dict[str, RemoteSession] = {}
         self._listener: asyncio.Task[None] | None = None
@@ -109,6 +123,7 @@ class Cluster:
     async def start(self) -> None:
         if not self.channel:
             self.channel = await self.layer.new_channel("agentsite.proc.")
+            await self.layer.group_add(PROCESSES_GROUP, self.channel)
         if self._listener is None:
             self._listener = asyncio.get_running_loop().create_task(self._listen())
 
@@ -118,6 +133,9 @@ class Cluster:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
             self._listener = None
+        if self.channel:
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(PROCESSES_GROUP, self.channel)
         for task in list(self._handlers):
             task.cancel()
         await asyncio.gather(*self._handlers, return_exceptions=True)
@@ -142,6 +160,12 @@ class Cluster:
                 "prev": prev,
                 "events": events,
             },
+        )
+
+    async def announce_closed(self, session_id: str) -> None:
+        """Tell every process (this one included) that the session was deleted."""
+        await self.layer.group_send(
+            PROCESSES_GROUP, {"type": MESSAGE_TYPE, "kind": "closed", "session_id": session_id}
         )
 
     def forget_relay(self, session_id: str) -> None:
@@ -222,6 +246,8 @@ class Cluster:
                 remote = self.mirrors.get(message["session_id"])
                 if remote is not None:
                     await remote.deliver(message.get("prev"), message["events"])
+            elif kind == "closed":
+                self._on_closed(message["session_id"])
             elif kind == "command":
                 task = asyncio.get_running_loop().create_task(self._answer(message))
                 self._handlers.add(task)

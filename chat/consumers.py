@@ -11,18 +11,24 @@ import json
 import logging
 from typing import Any
 
+from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from agentsite.db import database_sync_to_async
 from agentsite.services import api_key_is_active
+from agentsite.ws_auth import SEND
 from chat import frames
 from chat.cluster import OwnerUnavailable, RemoteError
 from chat.controller import InputError
+from chat.events import EventQueue, encode_event
 from chat.exceptions import ChatError
-from chat.hub import Attachment, NotOwner, control_group, get_hub, message_submit
+from chat.hub import Attachment, NotOwner, get_hub, message_submit
 from chat.service import Cancel, ConfirmationReply, Remove, Steer
 from chat.services import session_get_open_for_user
+from chat.store import message_id_taken
 
 logger = logging.getLogger(__name__)
 
@@ -32,20 +38,65 @@ CLOSE_CLOSED = 4410
 CLOSE_TOO_BIG = 1009
 CLOSE_KEY_REVOKED = 4401
 CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect (with ?since=) and land on the session's new owner
+# A socket sends at most this many frames of a burst before letting other tasks run: a busy server
+# then still gets every new answer's first words out promptly instead of finishing others' bursts first.
+SEND_SLICE = 16
 _MOVED: dict[str, Any] = {"type": "__moved__"}
+_CLOSED: dict[str, Any] = {"type": "__closed__"}
 
 
-def dumps(event: dict[str, Any]) -> str:
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=str)
+dumps = encode_event  # the frame encoding (chat/events.py)
+
+
+async def _true() -> bool:
+    return True
+
+
+async def _none() -> None:
+    return None
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    """One socket on one session.
+
+    Lean per socket, because a server holds thousands of them: no channel-layer channel (events come from
+    the hub; a deleted session's sockets are closed through it, on every process), and frames go straight
+    to the server's `send` (scope[SEND]) rather than through the middleware wrappers around it.
+    """
+
     session_id: str
-    group: str | None = None
-    queue: asyncio.Queue[dict[str, Any]] | None = None
+    queue: EventQueue | None = None
     attachment: Attachment | None = None
     sender: asyncio.Task[None] | None = None
     sent_seq: int = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        # Channels' AsyncConsumer.__call__ without its per-socket channel-layer channel and receive task.
+        self.scope = scope
+        self.channel_layer = None
+        self.base_send = send
+        self._send_raw = scope.get(SEND, send)
+        try:
+            await await_many_dispatch([receive], self.dispatch)
+        except StopConsumer:
+            pass
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels' dispatch also runs close_old_connections in the database thread before every frame:
+        # a thread hand-over per frame, and (CONN_MAX_AGE=0) a reconnect. agentsite/db.py keeps that
+        # thread's connection and closes it only when it fails.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
+        # Channels' version also runs close_old_connections in the database thread (see dispatch).
+        await self.disconnect(message["code"])
+        raise StopConsumer()
+
+    async def send_text(self, text: str) -> None:
+        await self._send_raw({"type": "websocket.send", "text": text})
 
     async def connect(self) -> None:
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
@@ -67,8 +118,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
             return
         hub = get_hub()
-        self.group = control_group(self.session_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
         try:
             attachment = await hub.attach(self.session_id, self._since())
         except (OwnerUnavailable, RemoteError, NotOwner):
@@ -85,15 +134,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "snapshot": attachment.snapshot,
             "last_seq": attachment.last_seq,
         }
-        await self.send(dumps(connected))
+        await self.send_text(dumps(connected))
         self.sent_seq = attachment.last_seq
         if attachment.backlog is None:
-            await self.send(
+            await self.send_text(
                 dumps({"type": "resync", "snapshot": attachment.snapshot, "last_seq": attachment.last_seq})
             )
         else:
             for event in attachment.backlog:
-                await self.send(dumps(event))
+                await self.send_text(dumps(event))
         self.sender = asyncio.get_running_loop().create_task(self._send_events(self.queue))
 
     def session_moved(self) -> None:
@@ -101,6 +150,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Only sockets fed by this process's controller: those fed by a mirror keep working.
         if self.queue is not None and self.attachment is not None and self.attachment.local:
             self.queue.put_nowait(_MOVED)
+
+    def session_closed(self) -> None:
+        """The session was deleted (on any process): the socket is told so and closed."""
+        if self.queue is not None:
+            self.queue.put_nowait(_CLOSED)
 
     def _since(self) -> int | None:
         from urllib.parse import parse_qs
@@ -114,25 +168,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return 0
 
     async def _refuse(self, code: str, message: str, close_code: int) -> None:
-        await self.send(dumps({"type": "error", "data": {"code": code, "message": message}}))
+        await self.send_text(dumps({"type": "error", "data": {"code": code, "message": message}}))
         await self.close(code=close_code)
 
-    async def _send_events(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    async def _send_events(self, queue: EventQueue) -> None:
         while True:
             # Take everything that is waiting in one wake-up: a streaming turn publishes bursts.
             batch = [await queue.get()]
             while not queue.empty():
                 batch.append(queue.get_nowait())
-            for event in batch:
+            for sent, event in enumerate(batch, 1):
+                if sent % SEND_SLICE == 0:
+                    await asyncio.sleep(0)  # see SEND_SLICE
                 if event is _MOVED:
                     await self.close(code=CLOSE_TRY_AGAIN)
+                    return
+                if event is _CLOSED:
+                    await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
                     return
                 seq = event.get("seq")
                 if seq is not None:
                     if seq <= self.sent_seq:
                         continue  # already in the snapshot or the replay
                     self.sent_seq = seq
-                await self.send(dumps(event))
+                await self.send_text(dumps(event))
 
     async def disconnect(self, code: int) -> None:
         if self.sender is not None:
@@ -145,8 +204,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
             hub.unregister(self.session_id, self)
             self.attachment = None
             self.queue = None
-        if self.group is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
@@ -163,26 +220,38 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if not isinstance(data, dict) or data.get("type") not in frames.KNOWN_TYPES:
             logger.info("ignored a frame of unknown type on session %s", self.session_id)
             return
-        if self.scope.get("api_key") and not await database_sync_to_async(api_key_is_active)(
-            self.scope["api_key"]
-        ):
-            await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
-            return
+        frame: Any = None
+        invalid: frames.InvalidFrame | None = None
         try:
             frame = frames.parse_frame(data)
         except frames.InvalidFrame as exc:
-            await self._error(exc.code, exc.message)
+            invalid = exc
+        # The key is checked on every frame (a revoked key is refused at once); for a message with its
+        # own id, the duplicate-id check goes to the database with it, in the same hand-over.
+        key = self.scope.get("api_key")
+        check_id = isinstance(frame, frames.MessageFrame) and frame.message_id is not None
+        active, taken = await asyncio.gather(
+            database_sync_to_async(api_key_is_active)(key) if key else _true(),
+            database_sync_to_async(message_id_taken)(self.session_id, frame.message_id)
+            if check_id
+            else _none(),
+        )
+        if not active:
+            await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
+            return
+        if invalid is not None:
+            await self._error(invalid.code, invalid.message)
             return
         try:
-            await self._handle(frame)
+            await self._handle(frame, id_taken=taken)
         except InputError as exc:
             await self._error(exc.code, exc.message, message_id=exc.message_id)
 
-    async def _handle(self, frame: Any) -> None:
+    async def _handle(self, frame: Any, *, id_taken: bool | None = None) -> None:
         service = get_hub()
         match frame:
             case frames.Ping():
-                await self.send(dumps({"type": "pong"}))
+                await self.send_text(dumps({"type": "pong"}))
             case frames.MessageFrame():
                 await message_submit(
                     session_id=self.session_id,
@@ -192,6 +261,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     config=frame.config.model_dump() if frame.config else None,
                     approval_mode=frame.approval_mode,
                     model=frame.model,
+                    id_taken=id_taken,
                 )
             case frames.SteerFrame():
                 await service.dispatch(self.session_id, Steer(message_id=frame.message_id))
@@ -213,8 +283,4 @@ class ChatConsumer(AsyncWebsocketConsumer):
         data: dict[str, Any] = {"code": code, "message": message}
         if message_id is not None:
             data["message_id"] = message_id
-        await self.send(dumps({"type": "error", "data": data}))
-
-    async def session_closed(self, event: dict[str, Any]) -> None:
-        """The session was deleted (on any process): tell this socket and close it."""
-        await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
+        await self.send_text(dumps({"type": "error", "data": data}))

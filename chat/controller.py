@@ -23,6 +23,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from chat.events import EventQueue
+
 logger = logging.getLogger(__name__)
 
 ApprovalMode = Literal["ask", "full_access", "read_only"]
@@ -164,7 +166,7 @@ class SessionController:
         self._cancel_requested = False
         self._confirmations: dict[str, dict[str, Any]] = {}
         self._resolved: dict[str, None] = {}
-        self._subscribers: list[asyncio.Queue[dict[str, Any]]] = []
+        self._subscribers: list[EventQueue] = []
         self._lock = asyncio.Lock()
         self._sealed = False  # closed and done: nothing is published any more
         self._close_done: asyncio.Event | None = None
@@ -301,14 +303,14 @@ class SessionController:
 
     # ------------------------------------------------------------------ subscribers
 
-    def subscribe(self) -> tuple[asyncio.Queue[dict[str, Any]], dict[str, Any]]:
+    def subscribe(self) -> tuple[EventQueue, dict[str, Any]]:
         """A queue of every later event plus the state it starts from (taken atomically)."""
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        queue = EventQueue()
         if not self._sealed:
             self._subscribers.append(queue)
         return queue, self.snapshot()
 
-    def unsubscribe(self, queue: asyncio.Queue[dict[str, Any]]) -> None:
+    def unsubscribe(self, queue: EventQueue) -> None:
         if queue in self._subscribers:
             self._subscribers.remove(queue)
 

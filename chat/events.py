@@ -8,11 +8,14 @@ them. Seqs are reserved in blocks stored on the Session row, so they are never r
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import orjson
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +24,19 @@ UNSEQUENCED = frozenset({"pong", "error", "connected", "resync"})
 
 Reserve = Callable[[int], Awaitable[None]]
 Fanout = Callable[[dict[str, Any]], None]
+
+
+_ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def encode_event(event: dict[str, Any]) -> str:
+    """An event as a frame's JSON text: compact, non-ASCII as is, other types as str() — what
+    `json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=str)` gives, ~6× faster (every
+    delta of every socket goes through here)."""
+    try:
+        return orjson.dumps(event, default=str, option=_ORJSON_OPTIONS).decode()
+    except (TypeError, orjson.JSONEncodeError):  # e.g. an int beyond 64 bits
+        return json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 class EventLog:
@@ -45,7 +61,7 @@ class EventLog:
         # Every seq above `_floor` that this process issued is still retained.
         self._floor = last_seq
         # seq of the `started` event of the active run and of the last finished one: never trimmed.
-        self._run_starts: deque[int] = deque(maxlen=2)
+        self._run_starts: list[int] = []
         self.touched = time.monotonic()  # last publish (or creation): how long the session has been idle
 
     def publish(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -54,7 +70,7 @@ class EventLog:
         event["seq"] = self.last_seq
         self._events.append(event)
         if event.get("type") == "message_status" and event.get("status") == "started":
-            self._run_starts.append(self.last_seq)
+            self._run_starts = [*self._run_starts[-1:], self.last_seq]
         self._trim()
         self._maybe_reserve()
         if self._fanout is not None:
@@ -101,3 +117,56 @@ class EventLog:
     async def aclose(self) -> None:
         if self._reserving is not None:
             await asyncio.shield(self._reserving)
+
+
+class EventQueue:
+    """Where a subscriber (a socket, an SSE stream, a cron run) reads its events from.
+
+    asyncio.Queue's interface (put_nowait, get, get_nowait, empty, qsize), unbounded, at a fraction of its
+    size: an idle asyncio.Queue holds four 64-slot deques (~1.6 KB), and a server holds one of these per
+    open socket, most of them idle. One reader at a time (each subscriber reads its own queue).
+    """
+
+    __slots__ = ("_head", "_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: list[Any] = []
+        self._head = 0  # items before it were taken
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def qsize(self) -> int:
+        return len(self._items) - self._head
+
+    def empty(self) -> bool:
+        return self._head >= len(self._items)
+
+    def get_nowait(self) -> Any:
+        if self._head >= len(self._items):
+            raise asyncio.QueueEmpty
+        item = self._items[self._head]
+        self._head += 1
+        if self._head >= len(self._items):
+            self._items = []
+            self._head = 0
+        elif self._head >= 1024 and self._head * 2 >= len(self._items):
+            del self._items[: self._head]  # a reader that never quite catches up: drop what it read
+            self._head = 0
+        return item
+
+    async def get(self) -> Any:
+        while self._head >= len(self._items):
+            waiter = self._waiter
+            if waiter is None or waiter.done():
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                if self._waiter is waiter and waiter.done():
+                    self._waiter = None
+        return self.get_nowait()

@@ -22,7 +22,7 @@ from agents.tools import registry as tool_registry
 from agentsite.db import database_sync_to_async
 from chat.cluster import Cluster, OwnerUnavailable, RemoteError
 from chat.controller import ChatRequest, InputError, SessionController
-from chat.events import SEQ_BLOCK, EventLog
+from chat.events import SEQ_BLOCK, EventLog, EventQueue
 from chat.markdown import render_markdown
 from chat.models import Message
 from chat.ownership import LocalOwnership, Ownership, RedisOwnership
@@ -32,16 +32,8 @@ from chat.store import DjangoQueueStore, Fenced, load_state, message_id_taken, m
 
 logger = logging.getLogger(__name__)
 
-CONTROL_GROUP_PREFIX = "session."
-SESSION_CLOSED = "session.closed"
 IDLE_SECONDS = 300.0  # a session's controller is dropped after this long without activity (reloaded on use)
 WATCHERS_KEY = "agentsite:watchers:{}"  # hash: process id → "<open sockets>@<valid until, epoch s>"
-
-
-def control_group(session_id: str) -> str:
-    """Channel-layer group of every socket on a session, on any process (group names allow [a-zA-Z0-9._-])."""
-    safe = session_id.replace(":", "_")
-    return f"{CONTROL_GROUP_PREFIX}{safe}"[:99]
 
 
 def _with_html(
@@ -66,7 +58,7 @@ class Attachment:
     """A socket's (or SSE stream's) view of a session: its events queue and where it starts."""
 
     session_id: str
-    queue: asyncio.Queue[dict[str, Any]]
+    queue: EventQueue
     snapshot: dict[str, Any]
     last_seq: int
     backlog: list[dict[str, Any]] | None  # None: the requested events are gone, the client must resync
@@ -123,7 +115,10 @@ class Hub:
                 self._redis = aioredis.Redis(connection_pool=pool)
                 self.replay = RedisReplayStore(self._redis, maxlen=settings.AGENTSITE_EVENT_RETENTION)
                 self.cluster = Cluster(
-                    layer=get_channel_layer(), handle_command=self._handle_remote, replay=self.replay.since
+                    layer=get_channel_layer(),
+                    handle_command=self._handle_remote,
+                    replay=self.replay.since,
+                    on_closed=self.close_sockets,
                 )
                 await self.cluster.start()
                 self.ownership = RedisOwnership(
@@ -531,9 +526,17 @@ class Hub:
                 logger.warning("could not reach the owner of session %s to close it", session_id)
         else:
             await self._close_here(session_id)
-        layer = get_channel_layer()
-        if layer is not None:
-            await layer.group_send(control_group(session_id), {"type": SESSION_CLOSED})
+        if self.cluster is not None:
+            await self.cluster.announce_closed(session_id)  # every process closes its sockets on it
+        else:
+            self.close_sockets(session_id)
+
+    def close_sockets(self, session_id: str) -> None:
+        """The session was deleted: this process's sockets on it are told so and closed."""
+        for connection in list(self.connections.get(session_id, ())):
+            closed = getattr(connection, "session_closed", None)
+            if closed is not None:
+                closed()
 
     async def _close_here(self, session_id: str) -> None:
         await self.service.delete_session(session_id)
@@ -644,6 +647,7 @@ async def message_submit(
     model: str | None = None,
     stream_events: bool = True,
     confirmation_timeout: float | None = None,
+    id_taken: bool | None = None,
 ) -> dict[str, Any]:
     """Queue a user message (WS `message` frame and REST POST …/messages share this).
 
@@ -658,7 +662,12 @@ async def message_submit(
 
     hub = get_hub()
     # A server-assigned id cannot be taken; a client's id is checked against the stored history too.
-    taken = message_id is not None and await database_sync_to_async(message_id_taken)(session_id, message_id)
+    # (`id_taken`: the caller asked the database already, e.g. the socket together with its key check.)
+    taken = message_id is not None and (
+        id_taken
+        if id_taken is not None
+        else await database_sync_to_async(message_id_taken)(session_id, message_id)
+    )
     message_id = message_id or uuid.uuid4().hex
     if taken:
         raise InputError(

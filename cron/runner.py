@@ -19,6 +19,7 @@ from typing import Any
 
 from agentsite.db import database_sync_to_async
 from chat.controller import InputError
+from chat.events import EventQueue
 from chat.hub import get_hub, message_submit
 from chat.models import Session
 from chat.service import Cancel, Remove, Steer
@@ -185,7 +186,7 @@ async def _deliver_agent(context: RunContext) -> Outcome:
         await hub.detach(attachment)
 
 
-async def _follow(context: RunContext, queue: asyncio.Queue[dict[str, Any]]) -> Outcome:
+async def _follow(context: RunContext, queue: EventQueue) -> Outcome:
     """Read the session's events until this run's message ends; handle unattended approvals on the way."""
     while True:
         try:

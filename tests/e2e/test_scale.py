@@ -123,6 +123,23 @@ async def test_a_socket_on_any_process_sees_every_event_and_commands_reach_the_o
                 assert json.loads(await again.recv())["type"] == "connected"
                 replay = [json.loads(await asyncio.wait_for(again.recv(), WITHIN)) for _ in seen_a[3:]]
                 assert replay == seen_a[3:]
+        # deleting the session through one process closes its sockets on every process
+        async with (
+            websockets.connect(ws_url(a, SID_SPREAD, key)) as on_a,
+            websockets.connect(ws_url(b, SID_SPREAD, key)) as on_b,
+        ):
+            for ws in (on_a, on_b):
+                assert json.loads(await ws.recv())["type"] == "connected"
+            async with httpx.AsyncClient(
+                base_url=b.base_url, headers={"Authorization": f"Bearer {key}"}
+            ) as http:
+                assert (await http.delete(f"/api/v1/chat/sessions/{SID_SPREAD}")).status_code == 200
+            for ws in (on_a, on_b):
+                error = json.loads(await asyncio.wait_for(ws.recv(), WITHIN))
+                assert error["type"] == "error" and error["data"]["code"] == "closed"
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await asyncio.wait_for(ws.recv(), WITHIN)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 4410
 
 
 async def test_when_the_owner_dies_another_process_takes_over_with_the_queue_intact_and_paused(scaled):
