@@ -6,6 +6,7 @@ everything read from the database is read here, once, before the turn starts.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import os
@@ -28,6 +29,7 @@ from chat.controller import ChatRequest
 from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model
 
+PREPARED_KEPT = 1000  # prepared setups of turns that never started, kept at most (then dropped)
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
@@ -124,6 +126,20 @@ class DjangoRuntime:
 
     def __init__(self) -> None:
         self._clients: dict[tuple[str, str, str], OpenAIModelClient] = {}
+        # (session, message) → its setup being read, from prepare() until stream() takes it
+        self._prepared: dict[tuple[str, str], asyncio.Future[TurnSetup]] = {}
+
+    def prepare(self, request: ChatRequest, *, session_id: str) -> None:
+        """Start reading the turn's setup now: it reaches the database thread together with the write of
+        the message (one hand-over instead of two before the first words of the answer)."""
+        if len(self._prepared) >= PREPARED_KEPT:  # turns that never started (cancelled before their lease)
+            for key in [key for key, future in self._prepared.items() if future.done()]:
+                stale = self._prepared.pop(key)
+                if not stale.cancelled():
+                    stale.exception()  # retrieved, so asyncio does not log it
+        self._prepared[(session_id, request.message_id)] = asyncio.ensure_future(
+            database_sync_to_async(turn_setup)(session_id, request)
+        )
 
     def _client(self, choice: ModelChoice) -> OpenAIModelClient | DemoModelClient:
         if choice.is_demo:
@@ -144,7 +160,11 @@ class DjangoRuntime:
             await client.aclose()
 
     async def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn:
-        setup = await database_sync_to_async(turn_setup)(session_id, request)
+        prepared = self._prepared.pop((session_id, request.message_id), None)
+        if prepared is not None:
+            setup = await prepared
+        else:
+            setup = await database_sync_to_async(turn_setup)(session_id, request)
         return AgentTurn(
             client=self._client(setup.choice),
             model=setup.choice.model,

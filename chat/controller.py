@@ -99,7 +99,11 @@ class TurnStream(Protocol):
 
 
 class Runtime(Protocol):
-    """Opens a turn; may return the stream or an awaitable of it (when opening needs I/O first)."""
+    """Opens a turn; may return the stream or an awaitable of it (when opening needs I/O first).
+
+    A runtime may also have `prepare(request, *, session_id)`: called when a turn is about to start,
+    before its message is stored, so that the I/O of opening it runs alongside that write.
+    """
 
     def stream(self, request: ChatRequest, *, session_id: str) -> TurnStream | Awaitable[TurnStream]: ...
 
@@ -423,6 +427,9 @@ class SessionController:
 
     async def _start(self, item: PendingItem, *, unpause: bool) -> None:
         """Make `item` the active turn (lock held); its task starts streaming once it gets a lease."""
+        prepare = getattr(self._runtime, "prepare", None)
+        if prepare is not None:
+            prepare(item.request, session_id=self.session_id)
         await self._save(item, "running")
         if unpause and self.paused:
             await self._set_paused(False)
