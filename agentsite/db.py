@@ -135,6 +135,15 @@ def database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
     return run
 
 
+async def close_connection() -> None:
+    """Close the database thread's connection (server shutdown): it is otherwise kept between calls."""
+    await database_sync_to_async(_close)()
+
+
+def _close() -> None:
+    connection.close()  # `connection` resolves to the calling thread's connection: call it in the thread
+
+
 # -- statements on the hot path of a chat turn, without the ORM's query building ------------------------
 # Building a query costs the ORM 200–350 µs of CPU; the statement itself costs SQLite 5–20 µs. The few
 # statements every message runs go through these helpers (sync: call them in the database thread).

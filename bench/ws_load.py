@@ -598,8 +598,8 @@ def main() -> int:
     parser.add_argument("--sessions", default="1,50,200", help="session counts (default 1,50,200)")
     parser.add_argument(
         "--messages",
-        default="100,6,3",
-        help="messages per session, sent in turn: one count, or one per --sessions entry (default 100,6,3)",
+        default="100,20,10",
+        help="messages per session, sent in turn: one count, or one per --sessions entry (default 100,20,10)",
     )
     parser.add_argument("--chunks", type=int, default=50, help="deltas per reply, K (default 50)")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds between deltas (both servers)")

@@ -19,7 +19,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from agents.tools import registry as tool_registry
-from agentsite.db import database_sync_to_async
+from agentsite.db import close_connection, database_sync_to_async
 from chat.cluster import Cluster, OwnerUnavailable, RemoteError
 from chat.controller import ChatRequest, InputError, SessionController
 from chat.events import SEQ_BLOCK, EventLog, EventQueue
@@ -153,6 +153,7 @@ class Hub:
             await self.cluster.stop()
         if self._redis is not None:
             await self._redis.aclose()
+        await close_connection()
 
     # -- owning a session ----------------------------------------------------------------------
 
