@@ -24,7 +24,7 @@ from agents.models import ToolSetting
 from agents.services import ModelChoice, agent_get, model_choice_for
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
-from agentsite.db import database_sync_to_async
+from agentsite.db import database_call, database_sync_to_async
 from chat.controller import ChatRequest
 from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model
@@ -137,9 +137,7 @@ class DjangoRuntime:
                 stale = self._prepared.pop(key)
                 if not stale.cancelled():
                     stale.exception()  # retrieved, so asyncio does not log it
-        self._prepared[(session_id, request.message_id)] = asyncio.ensure_future(
-            database_sync_to_async(turn_setup)(session_id, request)
-        )
+        self._prepared[(session_id, request.message_id)] = database_call(turn_setup, session_id, request)
 
     def _client(self, choice: ModelChoice) -> OpenAIModelClient | DemoModelClient:
         if choice.is_demo:

@@ -55,12 +55,13 @@ class _DatabaseThread:
         future = self.loop.create_future()
         self.waiting.append((fn, args, kwargs, contextvars.copy_context(), future))
         if not self.busy:
-            self._hand_over()
+            # Handed over once the callbacks running now are done: calls made together go together.
+            self.busy = True
+            self.loop.call_soon(self._hand_over)
         return future
 
     def _hand_over(self) -> None:
         batch, self.waiting = self.waiting, []
-        self.busy = True
         SyncToAsync.single_thread_executor.submit(self._run, batch)
 
     def _run(self, batch: list[_Call]) -> None:
@@ -133,6 +134,17 @@ def database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
         return await _database_thread(loop).call(fn, args, kwargs)  # type: ignore[no-any-return]
 
     return run
+
+
+def database_call[**P, R](fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[R]:
+    """Queue `fn(*args, **kwargs)` for the database thread now and return its future (a running loop
+    is needed). Unlike a coroutine, which only queues the call once awaited, this lets one task put
+    several independent calls into the same hand-over: `await asyncio.gather(database_call(a),
+    database_call(b))`."""
+    loop = asyncio.get_running_loop()
+    if _has_own_thread(loop):
+        return asyncio.ensure_future(database_sync_to_async(fn)(*args, **kwargs))
+    return _database_thread(loop).call(fn, args, kwargs)
 
 
 async def close_connection() -> None:

@@ -17,7 +17,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.utils import await_many_dispatch
 from django.conf import settings
 
-from agentsite.db import database_sync_to_async
+from agentsite.db import database_call, database_sync_to_async
 from agentsite.services import api_key_is_active
 from agentsite.ws_auth import SEND
 from chat import frames
@@ -46,14 +46,6 @@ _CLOSED: dict[str, Any] = {"type": "__closed__"}
 
 
 dumps = encode_event  # the frame encoding (chat/events.py)
-
-
-async def _true() -> bool:
-    return True
-
-
-async def _none() -> None:
-    return None
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -230,20 +222,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # own id, the duplicate-id check goes to the database with it, in the same hand-over.
         key = self.scope.get("api_key")
         check_id = isinstance(frame, frames.MessageFrame) and frame.message_id is not None
-        active, taken = await asyncio.gather(
-            database_sync_to_async(api_key_is_active)(key) if key else _true(),
-            database_sync_to_async(message_id_taken)(self.session_id, frame.message_id)
-            if check_id
-            else _none(),
-        )
-        if not active:
+        active = database_call(api_key_is_active, key) if key else None
+        taken = database_call(message_id_taken, self.session_id, frame.message_id) if check_id else None
+        await asyncio.gather(*(check for check in (active, taken) if check is not None))
+        if active is not None and not active.result():
             await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
             return
+        id_taken = taken.result() if taken is not None else None
         if invalid is not None:
             await self._error(invalid.code, invalid.message)
             return
         try:
-            await self._handle(frame, id_taken=taken)
+            await self._handle(frame, id_taken=id_taken)
         except InputError as exc:
             await self._error(exc.code, exc.message, message_id=exc.message_id)
 

@@ -13,7 +13,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agentsite import db
-from agentsite.db import database_sync_to_async, insert_row
+from agentsite.db import database_call, database_sync_to_async, insert_row
 from agentsite.services import api_key_create, api_key_is_active, api_key_revoke
 from chat.models import Message, Session
 from chat.store import history_for_model, message_id_taken
@@ -232,3 +232,22 @@ async def test_a_broken_connection_is_closed_so_the_next_call_opens_a_fresh_one(
     if not await database_sync_to_async(survives_close)():
         assert not kept, "an unusable connection is closed"
     assert await database_sync_to_async(lambda: Session.objects.count())() == 0
+
+
+async def test_calls_made_together_go_over_together() -> None:
+    """Calls queued in the same turn of the event loop share one hand-over, even when the thread is idle."""
+    batches: list[int] = []
+    original = db._DatabaseThread._run
+
+    def counting_run(self: Any, batch: list[Any]) -> None:
+        batches.append(len(batch))
+        original(self, batch)
+
+    db._DatabaseThread._run = counting_run  # type: ignore[method-assign]
+    try:
+        first, second = database_call(lambda: "a"), database_call(str.upper, "b")
+        assert await asyncio.gather(first, second) == ["a", "B"]
+        assert await database_sync_to_async(lambda: "alone")() == "alone"
+    finally:
+        db._DatabaseThread._run = original  # type: ignore[method-assign]
+    assert batches == [2, 1]
