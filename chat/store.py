@@ -39,12 +39,12 @@ def _check_fence(session_id: str, token: int | None) -> None:
     """With several processes, accept a write only from the owner with the current token (row-locked)."""
     if token is None:
         return
-    holder = (
-        Session.objects.select_for_update()
-        .filter(id=session_id)
-        .values_list("owner_token", flat=True)
-        .first()
-    )
+    # SQL, not the ORM (agentsite/db.py): with several processes this runs before every queue write.
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT owner_token FROM {table(Session)} WHERE id = %s{lock}", [session_id])
+        row = cursor.fetchone()
+    holder = row[0] if row is not None else None
     if holder != token:
         raise Fenced(f"Session {session_id} is owned by another process now.")
 

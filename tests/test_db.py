@@ -251,3 +251,24 @@ async def test_calls_made_together_go_over_together() -> None:
     finally:
         db._DatabaseThread._run = original  # type: ignore[method-assign]
     assert batches == [2, 1]
+
+
+async def test_a_fenced_owner_writes_nothing_and_the_current_owner_writes() -> None:
+    """With several processes every queue write checks the session's owner token (chat/ownership.py)."""
+    from chat.controller import ChatRequest, PendingItem
+    from chat.store import DjangoQueueStore, Fenced
+
+    session = await database_sync_to_async(_session)()
+    await database_sync_to_async(Session.objects.filter(id=session.id).update)(owner_token=7)
+    item = PendingItem(request=ChatRequest(message_id="m1", content="hi"), order=0)
+    with pytest.raises(Fenced):
+        await DjangoQueueStore(session.id, token=6).save_message(item, status="pending")
+    assert not await database_sync_to_async(Message.objects.filter(message_id="m1").exists)()
+    current = DjangoQueueStore(session.id, token=7)
+    await current.save_message(item, status="pending")
+    await current.save_message(item, status="running")
+    row = await database_sync_to_async(Message.objects.get)(message_id="m1")
+    assert (row.status, row.queue_order, row.entered_at is not None) == ("running", 0, True)
+    with pytest.raises(Fenced):
+        await DjangoQueueStore(session.id, token=6).save_message(item, status="cancelled")
+    assert (await database_sync_to_async(Message.objects.get)(message_id="m1")).status == "running"
