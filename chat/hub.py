@@ -32,6 +32,7 @@ from chat.store import DjangoQueueStore, Fenced, load_state, message_id_taken, m
 
 logger = logging.getLogger(__name__)
 
+DORMANT_LOGS_KEPT = 10_000  # idle sessions whose last run this process keeps for `?since=` (a few KB each)
 IDLE_SECONDS = 300.0  # a session's controller is dropped after this long without activity (reloaded on use)
 WATCHERS_KEY = "agentsite:watchers:{}"  # hash: process id → "<open sockets>@<valid until, epoch s>"
 
@@ -397,7 +398,18 @@ class Hub:
             else:
                 log.keep_last_run_only()
             evicted += 1
+        self._cap_dormant_logs()
         return evicted
+
+    def _cap_dormant_logs(self) -> None:
+        """One process keeps the last run of sessions it dropped (for `?since=`), but not of every session
+        ever used since it started: beyond DORMANT_LOGS_KEPT the least recently used go (their clients
+        get `resync` instead of a replay)."""
+        dormant = [(log.touched, sid) for sid, log in self.logs.items() if self.service.peek(sid) is None]
+        excess = len(dormant) - DORMANT_LOGS_KEPT
+        if excess > 0:
+            for _, session_id in sorted(dormant)[:excess]:
+                del self.logs[session_id]
 
     async def _janitor(self) -> None:
         while True:

@@ -397,6 +397,30 @@ async def test_an_idle_session_is_dropped_from_memory_and_comes_back_with_its_la
     await ws.disconnect()
 
 
+async def test_only_the_most_recently_used_idle_sessions_keep_their_last_run(alice, alice_key, monkeypatch):
+    from chat import hub as hub_module
+
+    monkeypatch.setattr(hub_module, "DORMANT_LOGS_KEPT", 2)
+    sessions = [await sync_to_async(factories.session)(alice) for _ in range(3)]
+    for n, chat_session in enumerate(sessions):
+        ws, _ = await connect(chat_session.id, key=alice_key)
+        await send(ws, {"type": "message", "content": f"hello {n}"})
+        await receive_until(ws, "result")
+        await ws.disconnect()
+    hub = get_hub()
+    assert await hub.evict_idle(idle_for=0) == 3
+    if hub.scaled:  # with several processes an idle session's events live in the replay store only
+        assert not set(hub.logs) & {s.id for s in sessions}
+        return
+    assert set(hub.logs) == {sessions[1].id, sessions[2].id}, "the least recently used one went"
+    ws, first = await connect(sessions[0].id, key=alice_key, since=1)
+    assert (await ws.receive_json_from())["type"] == "resync"
+    await send(ws, {"type": "message", "content": "still works"})
+    result, _ = await receive_until(ws, "result")
+    assert result["data"]["status"] == "completed" and result["seq"] > first["last_seq"]
+    await ws.disconnect()
+
+
 async def test_a_session_with_a_socket_or_a_queue_is_never_evicted(session, alice_key):
     ws, _ = await connect(session.id, key=alice_key)
     assert await get_hub().evict_idle(idle_for=0) == 0
