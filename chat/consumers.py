@@ -45,9 +45,6 @@ _MOVED: dict[str, Any] = {"type": "__moved__"}
 _CLOSED: dict[str, Any] = {"type": "__closed__"}
 
 
-dumps = encode_event  # the frame encoding (chat/events.py)
-
-
 class ChatConsumer(AsyncWebsocketConsumer):
     """One socket on one session.
 
@@ -126,15 +123,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "snapshot": attachment.snapshot,
             "last_seq": attachment.last_seq,
         }
-        await self.send_text(dumps(connected))
+        await self.send_text(encode_event(connected))
         self.sent_seq = attachment.last_seq
         if attachment.backlog is None:
             await self.send_text(
-                dumps({"type": "resync", "snapshot": attachment.snapshot, "last_seq": attachment.last_seq})
+                encode_event(
+                    {"type": "resync", "snapshot": attachment.snapshot, "last_seq": attachment.last_seq}
+                )
             )
         else:
             for event in attachment.backlog:
-                await self.send_text(dumps(event))
+                await self.send_text(encode_event(event))
         self.sender = asyncio.get_running_loop().create_task(self._send_events(self.queue))
 
     def session_moved(self) -> None:
@@ -160,7 +159,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return 0
 
     async def _refuse(self, code: str, message: str, close_code: int) -> None:
-        await self.send_text(dumps({"type": "error", "data": {"code": code, "message": message}}))
+        await self.send_text(encode_event({"type": "error", "data": {"code": code, "message": message}}))
         await self.close(code=close_code)
 
     async def _send_events(self, queue: EventQueue) -> None:
@@ -183,7 +182,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     if seq <= self.sent_seq:
                         continue  # already in the snapshot or the replay
                     self.sent_seq = seq
-                await self.send_text(dumps(event))
+                await self.send_text(encode_event(event))
 
     async def disconnect(self, code: int) -> None:
         if self.sender is not None:
@@ -241,7 +240,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         service = get_hub()
         match frame:
             case frames.Ping():
-                await self.send_text(dumps({"type": "pong"}))
+                await self.send_text(encode_event({"type": "pong"}))
             case frames.MessageFrame():
                 await message_submit(
                     session_id=self.session_id,
@@ -273,4 +272,4 @@ class ChatConsumer(AsyncWebsocketConsumer):
         data: dict[str, Any] = {"code": code, "message": message}
         if message_id is not None:
             data["message_id"] = message_id
-        await self.send_text(dumps({"type": "error", "data": data}))
+        await self.send_text(encode_event({"type": "error", "data": data}))

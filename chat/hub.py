@@ -154,7 +154,6 @@ class Hub:
             await self.cluster.stop()
         if self._redis is not None:
             await self._redis.aclose()
-        await close_connection()
 
     # -- owning a session ----------------------------------------------------------------------
 
@@ -642,11 +641,14 @@ def get_hub() -> Hub:
 
 
 async def reset_hub() -> None:
-    """Shut down and forget this process's live sessions (tests, server shutdown)."""
+    """Shut down and forget this process's live sessions (tests, server shutdown), and close the database
+    thread's connection (kept open between calls, agentsite/db.py): Postgres cannot drop a (test)
+    database that still has a session."""
     global _hub
     if _hub is not None:
         await _hub.shutdown()
     _hub = None
+    await close_connection()
 
 
 async def message_submit(

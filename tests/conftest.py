@@ -59,16 +59,12 @@ def api(client: Any) -> Iterator[Any]:
 async def fresh_hub() -> AsyncIterator[None]:
     """Each test gets its own live sessions (controllers are bound to the test's event loop)."""
     from agents.runtime import clear_config_cache
-    from agentsite.db import close_connection
     from chat.hub import reset_hub
 
     clear_config_cache()  # rows of the previous test are gone (flushed without signals)
     await reset_hub()
     yield
     await reset_hub()
-    # The database thread keeps its connection between calls (agentsite/db.py); a test database with a
-    # session left on it cannot be dropped at the end (Postgres).
-    await close_connection()
 
 
 pytest_plugins = ["tests.support.fake_llm_fixtures"]

@@ -148,30 +148,34 @@ async def test_concurrent_calls_keep_their_order_and_each_gets_its_own_outcome()
     assert len(threads) == 1 and threading.current_thread().name not in threads
 
 
-async def test_calls_made_while_the_thread_is_busy_go_over_together() -> None:
-    release = threading.Event()
-    batches: list[int] = []
+@pytest.fixture
+def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every batch handed to the database thread."""
+    sizes: list[int] = []
     original = db._DatabaseThread._run
 
     def counting_run(self: Any, batch: list[Any]) -> None:
-        batches.append(len(batch))
+        sizes.append(len(batch))
         original(self, batch)
+
+    monkeypatch.setattr(db._DatabaseThread, "_run", counting_run)
+    return sizes
+
+
+async def test_calls_made_while_the_thread_is_busy_go_over_together(batches: list[int]) -> None:
+    release = threading.Event()
 
     def slow() -> str:
         release.wait(5)
         return "slow"
 
-    db._DatabaseThread._run = counting_run  # type: ignore[method-assign]
-    try:
-        first = asyncio.ensure_future(database_sync_to_async(slow)())
-        await asyncio.sleep(0.05)  # `slow` holds the thread
-        rest = [asyncio.ensure_future(database_sync_to_async(lambda n=n: n)()) for n in range(25)]
-        await asyncio.sleep(0.05)
-        release.set()
-        assert await first == "slow"
-        assert await asyncio.gather(*rest) == list(range(25))
-    finally:
-        db._DatabaseThread._run = original  # type: ignore[method-assign]
+    first = asyncio.ensure_future(database_sync_to_async(slow)())
+    await asyncio.sleep(0.05)  # `slow` holds the thread
+    rest = [asyncio.ensure_future(database_sync_to_async(lambda n=n: n)()) for n in range(25)]
+    await asyncio.sleep(0.05)
+    release.set()
+    assert await first == "slow"
+    assert await asyncio.gather(*rest) == list(range(25))
     assert batches == [1, 25]
 
 
@@ -234,22 +238,11 @@ async def test_a_broken_connection_is_closed_so_the_next_call_opens_a_fresh_one(
     assert await database_sync_to_async(lambda: Session.objects.count())() == 0
 
 
-async def test_calls_made_together_go_over_together() -> None:
+async def test_calls_made_together_go_over_together(batches: list[int]) -> None:
     """Calls queued in the same turn of the event loop share one hand-over, even when the thread is idle."""
-    batches: list[int] = []
-    original = db._DatabaseThread._run
-
-    def counting_run(self: Any, batch: list[Any]) -> None:
-        batches.append(len(batch))
-        original(self, batch)
-
-    db._DatabaseThread._run = counting_run  # type: ignore[method-assign]
-    try:
-        first, second = database_call(lambda: "a"), database_call(str.upper, "b")
-        assert await asyncio.gather(first, second) == ["a", "B"]
-        assert await database_sync_to_async(lambda: "alone")() == "alone"
-    finally:
-        db._DatabaseThread._run = original  # type: ignore[method-assign]
+    first, second = database_call(lambda: "a"), database_call(str.upper, "b")
+    assert await asyncio.gather(first, second) == ["a", "B"]
+    assert await database_sync_to_async(lambda: "alone")() == "alone"
     assert batches == [2, 1]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -70,6 +71,4 @@ async def test_setups_of_turns_that_never_started_are_dropped(reads, session_id,
 
 
 async def _settled(runtime: DjangoRuntime) -> None:
-    import asyncio
-
     await asyncio.gather(*runtime._prepared.values(), return_exceptions=True)
