@@ -39,6 +39,8 @@ $(VENV)/.installed: $(VPY) pyproject.toml
 
 setup: $(VENV)/.installed
 	@mkdir -p var
+	@command -v bwrap >/dev/null 2>&1 || echo "Note: bubblewrap (bwrap) is not installed: tools' commands cannot be sandboxed" \
+	  "(only superusers may run them). Install it: apt-get install bubblewrap (docs/deployment.md)." >&2
 
 run: setup
 	DEBUG=$${DEBUG:-true} $(VPY) manage.py migrate --noinput

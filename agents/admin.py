@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 
 from agents.models import Agent, Provider, SiteDefault, ToolSetting
+from agents.sandbox.site import get_sandbox
 
 
 class ProviderForm(forms.ModelForm):
@@ -38,10 +42,18 @@ class ToolSettingInline(admin.TabularInline):
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ["name", "provider", "model", "updated_at"]
+    list_display = ["name", "provider", "model", "sandbox_network", "updated_at"]
     search_fields = ["name", "description"]
-    list_filter = ["provider"]
+    list_filter = ["provider", "sandbox_network"]
     inlines = [ToolSettingInline]
+    change_list_template = "admin/agents/agent/change_list.html"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list shows where the agents' commands run (the sandbox chosen at start-up)."""
+        context = {**(extra_context or {}), "sandbox": get_sandbox().status()}
+        return super().changelist_view(request, extra_context=context)
 
 
 @admin.register(SiteDefault)

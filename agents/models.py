@@ -47,11 +47,22 @@ class Agent(models.Model):
     system_prompt = models.TextField(blank=True)
     provider = models.ForeignKey(Provider, null=True, blank=True, on_delete=models.SET_NULL)
     model = models.CharField(max_length=200, blank=True)
+    sandbox_network = models.BooleanField(
+        default=False,
+        help_text="Processes this agent's tools start (shell commands, ACP runners) may use the network. "
+        "Off: no network at all inside the sandbox. A runner that calls its own model API needs it on.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            (
+                "run_unsandboxed",
+                "Can run commands and runners where the server has no sandbox (AGENTSITE_SANDBOX=none)",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

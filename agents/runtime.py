@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
-import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from agents.demo import DemoModelClient
 from agents.llm import OpenAIModelClient
 from agents.models import ToolSetting
+from agents.sandbox.site import get_sandbox, workspace_dir
 from agents.services import ModelChoice, agent_get, model_choice_for
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
@@ -30,20 +29,12 @@ from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model
 
 PREPARED_KEPT = 1000  # prepared setups of turns that never started, kept at most (then dropped)
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def workspace_for(session_id: str) -> Path:
-    """The session's workspace folder. Ids with other characters ('.', ':') are hashed: '..' is a valid id."""
-    name = (
-        session_id
-        if _PLAIN_NAME.fullmatch(session_id)
-        else "s-" + hashlib.sha256(session_id.encode()).hexdigest()[:32]
-    )
-    path = Path(settings.WORKSPACES_DIR) / name
-    if not os.path.isdir(path):  # every turn asks: a stat is cheaper than mkdir's FileExistsError
-        path.mkdir(parents=True, exist_ok=True)
-    return path
+def may_run_unsandboxed(user_id: int) -> bool:
+    """Whether the user holds `agents.run_unsandboxed` (superusers hold every permission)."""
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    return user is not None and user.has_perm("agents.run_unsandboxed")
 
 
 def enabled_tools(agent_name: str) -> list[Tool]:
@@ -59,6 +50,10 @@ class TurnSetup:
     tools: list[Tool]
     specs: list[dict[str, Any]]
     workspace: Path
+    user_id: int
+    agent_name: str
+    sandbox_network: bool
+    may_run_unsandboxed: bool
 
 
 @dataclass(frozen=True)
@@ -70,13 +65,14 @@ class AgentConfig:
     choice: ModelChoice
     tools: list[Tool]
     specs: list[dict[str, Any]]  # the tools' OpenAI specs, built once per configuration
+    sandbox_network: bool
 
 
 # Site configuration is read for every turn but changes rarely: keep it for a short while. A change made
 # in this process clears it at once (signals below); other processes see it within CONFIG_TTL_SECONDS.
 CONFIG_TTL_SECONDS = 2.0
 _configs: dict[str, tuple[float, AgentConfig]] = {}
-_session_agents: dict[str, str] = {}  # a session's agent never changes
+_session_owners: dict[str, tuple[str, int]] = {}  # a session's agent and user never change
 
 
 def clear_config_cache(**_: Any) -> None:
@@ -96,17 +92,19 @@ def agent_config(agent_name: str) -> AgentConfig:
         choice=model_choice_for(agent=agent),
         tools=tools,
         specs=[tool.openai_spec() for tool in tools],
+        sandbox_network=bool(agent and agent.sandbox_network),
     )
     _configs[agent_name] = (now, config)
     return config
 
 
 def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
-    agent_name = _session_agents.get(session_id)
-    if agent_name is None:
-        agent_name = _session_agents[session_id] = Session.objects.values_list("agent_name", flat=True).get(
+    owner = _session_owners.get(session_id)
+    if owner is None:
+        owner = _session_owners[session_id] = Session.objects.values_list("agent_name", "user_id").get(
             id=session_id
         )
+    agent_name, user_id = owner
     config = agent_config(agent_name)
     choice = config.choice
     if request.model:
@@ -117,7 +115,12 @@ def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
         history=history_for_model(session_id, before_message_id=request.message_id),
         tools=config.tools,
         specs=config.specs,
-        workspace=workspace_for(session_id),
+        workspace=workspace_dir(user_id=user_id, session_id=session_id),
+        user_id=user_id,
+        agent_name=agent_name,
+        sandbox_network=config.sandbox_network,
+        # Only asked where it matters: without a sandbox, commands run for holders of the permission.
+        may_run_unsandboxed=get_sandbox().mode == "none" and may_run_unsandboxed(user_id),
     )
 
 
@@ -172,7 +175,15 @@ class DjangoRuntime:
             request=request,
             tools=setup.tools,
             specs=setup.specs,
-            tool_context=ToolContext(workspace=setup.workspace, session_id=session_id),
+            tool_context=ToolContext(
+                workspace=setup.workspace,
+                session_id=session_id,
+                sandbox=get_sandbox(),
+                user_id=setup.user_id,
+                agent_name=setup.agent_name,
+                sandbox_network=setup.sandbox_network,
+                may_run_unsandboxed=setup.may_run_unsandboxed,
+            ),
             max_steps=settings.AGENTSITE_MAX_TOOL_STEPS,
             # A cron run sets its own (its job's timeout, ChatRequest.confirmation_timeout); clients cannot.
             confirmation_timeout=(

@@ -6,7 +6,7 @@ from django.db import models as db_models
 from rest_framework import serializers
 
 from agents.models import NAME_PATTERN, Agent, Provider
-from agentsite.fields import StrictCharField, StrictRegexField, StrictURLField
+from agentsite.fields import StrictBooleanField, StrictCharField, StrictRegexField, StrictURLField
 
 # `/providers/active` is a route of its own: a provider with that id could never be read or changed.
 RESERVED_PROVIDER_IDS = frozenset({"active"})
@@ -63,10 +63,20 @@ class AgentSerializer(StrictModelSerializer):
     provider = serializers.PrimaryKeyRelatedField(
         queryset=Provider.objects.all(), required=False, allow_null=True
     )
+    sandbox_network = StrictBooleanField(required=False)
 
     class Meta:
         model = Agent
-        fields = ["name", "description", "system_prompt", "provider", "model", "created_at", "updated_at"]
+        fields = [
+            "name",
+            "description",
+            "system_prompt",
+            "provider",
+            "model",
+            "sandbox_network",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = ["created_at", "updated_at"]
 
     def validate_name(self, value: str) -> str:

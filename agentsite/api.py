@@ -72,6 +72,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
         except Exception as exc:
             checks["redis"] = f"error: {exc.__class__.__name__}"
             healthy = False
+    from agents.sandbox.site import get_sandbox
+
     return JsonResponse(
-        {"status": "ok" if healthy else "unavailable", "checks": checks}, status=200 if healthy else 503
+        {
+            "status": "ok" if healthy else "unavailable",
+            "checks": checks,
+            # Where tools' commands run (docs/protocol.md §6.1): informative, never a reason for 503.
+            "details": {"sandbox": get_sandbox().status()},
+        },
+        status=200 if healthy else 503,
     )

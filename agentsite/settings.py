@@ -185,6 +185,17 @@ AGENTSITE_SESSION_LEASE_SECONDS = env_float("AGENTSITE_SESSION_LEASE_SECONDS", 1
 AGENTSITE_EVENT_RETENTION = env_int("AGENTSITE_EVENT_RETENTION", 2000, minimum=100)
 AGENTSITE_DEMO_DELAY = env_float("AGENTSITE_DEMO_DELAY", 0.03, minimum=0.0)
 AGENTSITE_REQUIRE_SERVICES = env_bool("AGENTSITE_REQUIRE_SERVICES", False)
+
+# Where tools' processes run (docs/protocol.md §6.1, agents/sandbox/).
+AGENTSITE_SANDBOX = env_choice("AGENTSITE_SANDBOX", "auto", ("auto", "bwrap", "none"))
+AGENTSITE_SANDBOX_CPU_SECONDS = env_int("AGENTSITE_SANDBOX_CPU_SECONDS", 600, minimum=0)
+AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 8192, minimum=0)
+AGENTSITE_SANDBOX_PROCESSES = env_int("AGENTSITE_SANDBOX_PROCESSES", 256, minimum=0)
+AGENTSITE_SANDBOX_FILE_SIZE_MB = env_int("AGENTSITE_SANDBOX_FILE_SIZE_MB", 1024, minimum=0)
+# The OS user sandboxes run as; a root server runs them as nobody (process limits do not hold for root).
+AGENTSITE_SANDBOX_UID = env_int(
+    "AGENTSITE_SANDBOX_UID", 65534 if os.geteuid() == 0 else os.geteuid(), minimum=0
+)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")

@@ -54,7 +54,8 @@ def session_create(
         with transaction.atomic():
             return Session.objects.create(id=session_id, user=user, agent_name=agent_name, title=title)
     except IntegrityError:
-        raise SessionExists(f"Session {session_id} already exists") from None
+        # The same answer whoever owns it: the id is taken, nothing more (docs/protocol.md).
+        raise SessionExists(f"The session id {session_id} is already in use; choose another.") from None
 
 
 def session_rename(*, session: Session, title: str) -> Session:

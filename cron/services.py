@@ -158,12 +158,14 @@ def _check_for_owner(*, owner: User, spec: JobSpec, now: dt.datetime, check_past
     if target.user_id is not None and target.user_id not in _owner_ids(owner):
         fields["dispatch.target.user_id"] = ["must be the job's owner (your user id or username)"]
     session = Session.objects.filter(id=target.session_id).first()
-    if session is not None and session.user_id != owner.pk:
-        fields["dispatch.target.session_id"] = [f"session '{target.session_id}' belongs to another user"]
-    elif session is not None and not session.is_open:
-        fields["dispatch.target.session_id"] = [f"session '{target.session_id}' is closed"]
+    if session is not None and (session.user_id != owner.pk or not session.is_open):
+        # One sentence for another user's session and a closed one of yours: says nothing about whose.
+        fields["dispatch.target.session_id"] = [_NOT_YOURS.format(target.session_id)]
     if fields:
         raise SpecError(fields)
+
+
+_NOT_YOURS = "session '{}' is not an open session of yours"
 
 
 def _owner_ids(owner: User) -> set[str]:
@@ -346,10 +348,8 @@ def run_target_session(*, job: CronJob) -> Session:
             )
         except Exception as exc:  # AgentNotFound, or another user won the race for the id
             raise DeliveryError(f"could not create session {session_id}: {exc}") from None
-    if session.user_id != job.owner_id:
-        raise DeliveryError(f"session {session_id} belongs to another user")
-    if not session.is_open:
-        raise DeliveryError(f"session {session_id} is closed")
+    if session.user_id != job.owner_id or not session.is_open:
+        raise DeliveryError(_NOT_YOURS.format(session_id))
     return session
 
 

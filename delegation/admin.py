@@ -28,12 +28,24 @@ class AcpRunnerForm(forms.ModelForm):
             "trusted",
             "tool_parse_mode",
             "timeout_seconds",
+            "sandbox_paths",
         ]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["env"] = {key: ENV_MASK for key in self.instance.env}
+
+    def clean_sandbox_paths(self) -> list[str]:
+        from agents.sandbox.site import sandbox_path_refusal
+
+        value = self.cleaned_data.get("sandbox_paths") or []
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise forms.ValidationError("A JSON list of absolute paths.")
+        errors = [reason for reason in map(sandbox_path_refusal, value) if reason is not None]
+        if errors:
+            raise forms.ValidationError(errors)
+        return value
 
     def clean_env(self) -> dict[str, str]:
         value = self.cleaned_data.get("env") or {}

@@ -36,6 +36,7 @@ class RunnerConfig(pydantic.BaseModel):
     trusted: bool
     tool_parse_mode: Literal["call_title", "update_detail", "call_detail"]
     timeout_seconds: int = pydantic.Field(gt=0)
+    sandbox_paths: list[str] = []
 
 
 class RunnerDict(TypedDict):
@@ -48,6 +49,7 @@ class RunnerDict(TypedDict):
     trusted: bool
     tool_parse_mode: str
     timeout_seconds: int
+    sandbox_paths: list[str]
 
 
 class AcpRunner(models.Model):
@@ -67,6 +69,12 @@ class AcpRunner(models.Model):
     )
     timeout_seconds = models.PositiveIntegerField(
         default=DEFAULT_TIMEOUT_SECONDS, validators=[MinValueValidator(1)]
+    )
+    sandbox_paths = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="More host paths the runner's program needs, shown read-only in its sandbox (its "
+        "executable and installation are shown automatically). Never the data directory or the code.",
     )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -103,6 +111,7 @@ class AcpRunner(models.Model):
                 "trusted": self.trusted,
                 "tool_parse_mode": self.tool_parse_mode,
                 "timeout_seconds": self.timeout_seconds,
+                "sandbox_paths": self.sandbox_paths,
             }
         )
 
@@ -115,4 +124,5 @@ class AcpRunner(models.Model):
             "trusted": self.trusted,
             "tool_parse_mode": self.tool_parse_mode,
             "timeout_seconds": self.timeout_seconds,
+            "sandbox_paths": list(self.sandbox_paths),
         }

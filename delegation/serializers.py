@@ -22,6 +22,9 @@ class RunnerInputSerializer(serializers.Serializer):
     timeout_seconds = StrictIntegerField(
         default=DEFAULT_TIMEOUT_SECONDS, min_value=1, max_value=MAX_TIMEOUT_SECONDS
     )
+    sandbox_paths = serializers.ListField(
+        child=StrictCharField(trim_whitespace=False, max_length=4096), default=list, max_length=64
+    )
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -34,6 +37,14 @@ class RunnerInputSerializer(serializers.Serializer):
         for key in value:
             if not key or "=" in key or "\x00" in key:
                 raise serializers.ValidationError(f"{key!r} is not a valid environment variable name.")
+        return value
+
+    def validate_sandbox_paths(self, value: list[str]) -> list[str]:
+        from agents.sandbox.site import sandbox_path_refusal
+
+        errors = [reason for reason in map(sandbox_path_refusal, value) if reason is not None]
+        if errors:
+            raise serializers.ValidationError(errors)
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

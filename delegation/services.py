@@ -55,6 +55,7 @@ def runner_upsert(*, agent: Agent, name: str, data: dict[str, Any]) -> AcpRunner
             "trusted": data["trusted"],
             "tool_parse_mode": data["tool_parse_mode"],
             "timeout_seconds": data["timeout_seconds"],
+            "sandbox_paths": list(data.get("sandbox_paths", [])),
         },
     )
     return runner

@@ -111,6 +111,16 @@ def test_staff_creates_patches_and_deletes_an_agent(api: Any, staff_key: str, al
     assert_error(api(alice_key).get(f"{AGENTS}/coder"), 404, "not_found")
 
 
+def test_sandbox_network_is_off_by_default_and_only_staff_turn_it_on(
+    api: Any, staff_key: str, alice_key: str
+) -> None:
+    assert api(staff_key).post(AGENTS, {"name": "net"}).json()["sandbox_network"] is False
+    assert api(alice_key).patch(f"{AGENTS}/net", {"sandbox_network": True}).status_code == 403
+    assert_error(api(staff_key).patch(f"{AGENTS}/net", {"sandbox_network": "yes"}), 400, "invalid")
+    assert api(staff_key).patch(f"{AGENTS}/net", {"sandbox_network": True}).json()["sandbox_network"] is True
+    assert api(alice_key).get(f"{AGENTS}/net").json()["sandbox_network"] is True
+
+
 def test_agent_can_name_a_provider_and_model(api: Any, staff_key: str, provider: dict[str, Any]) -> None:
     response = api(staff_key).post(AGENTS, {"name": "smart", "provider": "local", "model": "m-large"})
 

@@ -14,10 +14,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pydantic
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from agents.sandbox.base import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +41,21 @@ class ToolError(Exception):
 
 @dataclass
 class ToolContext:
-    """Everything a tool may use about the call's surroundings, injected by the caller."""
+    """Everything a tool may use about the call's surroundings, injected by the caller.
+
+    `sandbox` starts the processes a tool needs (agents/sandbox/); None: this caller offers none, and
+    tools that start processes refuse. `user_id`, `agent_name`, `sandbox_network` and
+    `may_run_unsandboxed` (the user holds `agents.run_unsandboxed`) describe whose call it is.
+    """
 
     workspace: Path
     session_id: str
     approval_mode: ApprovalMode = "ask"
+    sandbox: Sandbox | None = None
+    user_id: int | None = None
+    agent_name: str = ""
+    sandbox_network: bool = False
+    may_run_unsandboxed: bool = False
     emit: Callable[[dict[str, Any]], None] | None = None
     request_permission: Callable[..., Awaitable[Any]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)

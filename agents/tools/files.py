@@ -16,7 +16,12 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
-from agents.tools.workspace import display_path, resolve_in_workspace
+from agents.tools.workspace import (
+    display_path,
+    give_to_workspace_owner,
+    make_folders,
+    resolve_in_workspace,
+)
 
 MAX_LIST_ENTRIES = 500
 MAX_READ_BYTES = 128 * 1024
@@ -154,7 +159,7 @@ def _write_bytes(workspace: Path, target: Path, data: bytes, shown: str) -> None
     if target.is_dir():
         raise ToolError(f"'{shown}' is a directory; give a file path.")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(workspace, target.parent)
     except OSError as exc:
         raise ToolError(f"Could not create the folders for '{shown}': {exc.strerror}.") from None
     # The parents may have been swapped for a symlink since we resolved; check again, and never
@@ -166,3 +171,4 @@ def _write_bytes(workspace: Path, target: Path, data: bytes, shown: str) -> None
         raise ToolError(f"Could not write '{shown}': {exc.strerror}.") from None
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
+    give_to_workspace_owner(workspace, target)

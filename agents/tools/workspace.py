@@ -40,3 +40,30 @@ def display_path(workspace: Path, resolved: Path) -> str:
     root = Path(os.path.realpath(workspace))
     relative = resolved.relative_to(root).as_posix()
     return relative or "."
+
+
+def give_to_workspace_owner(workspace: Path, path: Path) -> None:
+    """Files and folders the server creates in a workspace belong to the workspace's owner.
+
+    A root server runs its sandboxes as an unprivileged user who owns the workspaces
+    (agents/sandbox/site.py); what the server writes there must stay writable for that user.
+    """
+    if os.geteuid() != 0:
+        return
+    owner = os.stat(workspace)
+    try:
+        os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
+    except OSError:
+        pass
+
+
+def make_folders(workspace: Path, folder: Path) -> None:
+    """Create `folder` and its missing parents inside the workspace, owned like the workspace."""
+    missing = []
+    current = folder
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+        give_to_workspace_owner(workspace, path)

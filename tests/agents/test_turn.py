@@ -1,7 +1,8 @@
 """AgentTurn end to end: the real openai client, the fake model over HTTP, the real built-in tools.
 
 Only the outside world is faked: the model (an HTTP server) and, where a test needs it, the
-persistence behind TurnRecorder. Workspaces are tmp_path folders.
+persistence behind TurnRecorder. Workspaces are made as the server makes them (sandbox_workspace),
+and commands run in the site's sandbox.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -19,10 +20,12 @@ from pydantic import BaseModel
 
 from agents.fake_llm import FakeLLMServer, Reply, ScriptedToolCall
 from agents.llm import OpenAIModelClient
+from agents.sandbox.site import get_sandbox
 from agents.tools import registry
 from agents.tools.base import Tool, ToolContext, ToolParams
 from agents.turn import AgentTurn
 from chat.controller import ChatRequest, InputError, SessionController, StreamClosed, TurnResult
+from tests.support.sandboxes import sandbox_workspace
 
 pytest_plugins = ["tests.support.fake_llm_fixtures"]
 
@@ -54,6 +57,13 @@ class Recorder:
 
 
 @pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """This module's workspace: a folder the sandbox's user can reach (pytest's own tmp_path is 0700)."""
+    with sandbox_workspace() as folder:
+        yield folder
+
+
+@pytest.fixture
 def make_turn(model_client: OpenAIModelClient, tmp_path: Path) -> Callable[..., AgentTurn]:
     def build(
         content: str = "please help",
@@ -75,7 +85,7 @@ def make_turn(model_client: OpenAIModelClient, tmp_path: Path) -> Callable[..., 
             history=history or [],
             request=ChatRequest(message_id="m1", content=content, approval_mode=approval_mode, config=config),  # type: ignore[arg-type]
             tools=registry.all() if tools is None else tools,
-            tool_context=ToolContext(workspace=tmp_path, session_id="s1"),
+            tool_context=ToolContext(workspace=tmp_path, session_id="s1", sandbox=get_sandbox()),
             max_steps=max_steps,
             confirmation_timeout=confirmation_timeout,
             recorder=recorder,

@@ -6,14 +6,21 @@ reject → the model sees a refusal and the turn completes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
 from agents.fake_llm import Reply
-from agents.runtime import workspace_for
+from agents.sandbox.site import workspace_dir
 from tests import factories
 from tests.support.ws import connect, receive_until, send
+
+
+def workspace_of(session: Any) -> Any:
+    return workspace_dir(user_id=session.user_id, session_id=session.id)
+
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]
 
@@ -40,7 +47,7 @@ async def test_approving_a_dangerous_call_runs_the_tool_and_the_model_sees_its_o
     assert data["kind"] == "tool" and data["tool"] == "write_file"
     assert data["arguments"] == {"path": "note.txt", "content": "written"}
     assert data["reason"]
-    assert not (workspace_for(session.id) / "note.txt").exists(), "nothing runs before the approval"
+    assert not (workspace_of(session) / "note.txt").exists(), "nothing runs before the approval"
     await send(
         ws, {"type": "confirmation_reply", "confirmation_id": data["confirmation_id"], "approved": True}
     )
@@ -50,7 +57,7 @@ async def test_approving_a_dangerous_call_runs_the_tool_and_the_model_sees_its_o
     assert result["is_error"] is False and result["name"] == "write_file"
     final, _ = await receive_until(ws, "final_answer")
     assert final["content"] == "The note is written."
-    assert (workspace_for(session.id) / "note.txt").read_text() == "written"
+    assert (workspace_of(session) / "note.txt").read_text() == "written"
     second = llm.chat_requests[1]
     assert _tool_messages(second) and not _tool_messages(second)[0]["content"].startswith("Refused")
     await ws.disconnect()
@@ -73,7 +80,7 @@ async def test_refusing_a_dangerous_call_tells_the_model_and_the_turn_completes(
     assert result["is_error"] is True
     done, _ = await receive_until(ws, "result")
     assert done["data"]["status"] == "completed"
-    assert not (workspace_for(session.id) / "note.txt").exists()
+    assert not (workspace_of(session) / "note.txt").exists()
     refusal = _tool_messages(llm.chat_requests[1])[0]["content"]
     assert "refused" in refusal.lower()
     await ws.disconnect()
@@ -135,13 +142,13 @@ async def test_full_access_runs_without_asking_and_read_only_refuses_without_ask
     assert result["is_error"] is False
     assert not [f for f in seen if f["type"] == "confirmation_request"]
     await receive_until(ws, "result")
-    (workspace_for(session.id) / "note.txt").unlink()
+    (workspace_of(session) / "note.txt").unlink()
     await send(ws, {"type": "message", "content": "write", "approval_mode": "read_only"})
     result, seen = await receive_until(ws, "tool_result")
     assert result["is_error"] is True
     assert not [f for f in seen if f["type"] == "confirmation_request"]
     await receive_until(ws, "result")
-    assert not (workspace_for(session.id) / "note.txt").exists()
+    assert not (workspace_of(session) / "note.txt").exists()
     await ws.disconnect()
 
 

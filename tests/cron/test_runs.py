@@ -18,12 +18,12 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 
 from agents.fake_llm import Reply
-from agents.runtime import workspace_for
 from chat.hub import get_hub
 from cron import runner, services
 from cron.models import CronRun, InboxItem
 from cron.scheduler import Scheduler
 from tests import factories
+from tests.support.sandboxes import workspace_of
 from tests.support.ws import connect, receive_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -193,7 +193,10 @@ async def test_a_target_session_taken_by_another_user_before_the_run_is_an_error
     await runner.wait_runs()
 
     run = await sync_to_async(CronRun.objects.get)(job_id=job_id)
-    assert run.status == "error" and "another user" in (run.error or "")
+    assert (
+        run.status == "error"
+        and run.error == "session 'console:hijacked-sess' is not an open session of yours"
+    )
     assert (await sync_to_async(InboxItem.objects.get)()).severity == "error"
     assert llm.chat_requests == []
 
@@ -236,7 +239,7 @@ async def test_an_unattended_dangerous_call_waits_and_the_inbox_points_to_the_co
 
     run = await sync_to_async(CronRun.objects.get)(id=run_id)
     assert run.status == "success" and run.response == "Report written."
-    assert (workspace_for(session_id) / "report.txt").read_text() == "done"
+    assert (await sync_to_async(workspace_of)(session_id) / "report.txt").read_text() == "done"
     await sync_to_async(item.refresh_from_db)()
     assert item.status == "approved"
 

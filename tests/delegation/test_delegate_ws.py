@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 
 from agents.fake_llm import Reply
-from agents.runtime import workspace_for
+from agents.sandbox.site import workspace_dir
 from agents.tools import registry
 from tests import factories
 from tests.delegation.support import (
@@ -372,7 +372,7 @@ async def test_runner_file_access_is_confined_to_the_chat_session_workspace(sess
     ws, _ = await connect(session.id, key=alice_key)
     frames = await run_turn(ws, "go")
     wrote, read, outside, escape = (result["output"] for result in tool_results(frames))
-    workspace = workspace_for(session.id)
+    workspace = workspace_dir(user_id=session.user_id, session_id=session.id)
     assert wrote == "wrote notes/a.txt"
     assert (workspace / "notes" / "a.txt").read_text() == "hello from the runner"
     assert read == "read: hello from the runner"

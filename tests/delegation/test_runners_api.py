@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from delegation.models import AcpRunner
 
@@ -25,6 +26,7 @@ RUNNER = {
     "trusted": False,
     "tool_parse_mode": "update_detail",
     "timeout_seconds": 120,
+    "sandbox_paths": ["/opt/claude"],
 }
 
 
@@ -44,6 +46,7 @@ def test_put_creates_then_replaces_and_get_shows_env_values_masked(api, staff_ke
         "trusted": False,
         "tool_parse_mode": "call_title",
         "timeout_seconds": 300,
+        "sandbox_paths": [],
     }, "PUT replaces the whole runner: missing fields take their defaults"
 
     staff.put(f"{BASE}/gemini", {**RUNNER, "command": "gemini", "args": ["--acp"]})
@@ -79,6 +82,13 @@ def test_putting_back_the_masked_env_keeps_the_stored_secret(api, staff_key):
         ({"env": {"KEY": 1}}, "env"),
         ({"env": ["KEY=1"]}, "env"),
         ({"comand": "typo"}, "comand"),
+        ({"sandbox_paths": "/opt"}, "sandbox_paths"),
+        ({"sandbox_paths": ["relative/path"]}, "sandbox_paths"),
+        ({"sandbox_paths": ["/"]}, "sandbox_paths"),
+        ({"sandbox_paths": [str(settings.DATA_DIR)]}, "sandbox_paths"),
+        ({"sandbox_paths": [str(settings.DATA_DIR / "workspaces")]}, "sandbox_paths"),
+        ({"sandbox_paths": [str(settings.BASE_DIR)]}, "sandbox_paths"),
+        ({"sandbox_paths": [str(settings.BASE_DIR / "agents")]}, "sandbox_paths"),
     ],
 )
 def test_invalid_runners_are_refused_with_the_field_named(api, staff_key, body, field):

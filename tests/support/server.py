@@ -7,10 +7,12 @@ own, created here and dropped afterwards; otherwise a SQLite file in a temporary
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -50,6 +52,11 @@ class ServerEnv:
 
 @contextmanager
 def server_env(tmp_path: Path, **extra: str) -> Iterator[ServerEnv]:
+    """A data dir and environment for `manage.py serve`. The data dir lives under /tmp, not in pytest's
+    `tmp_path` (0700 folders): a root server's sandboxes run as another user, who must reach their
+    workspace in it (`tmp_path` is kept in the signature for the callers' sake)."""
+    data_dir = Path(tempfile.mkdtemp(prefix="agentsite-e2e-"))
+    data_dir.chmod(0o711)
     env = {
         key: value
         for key, value in os.environ.items()
@@ -58,7 +65,7 @@ def server_env(tmp_path: Path, **extra: str) -> Iterator[ServerEnv]:
     }
     env.update(
         DEBUG="true",
-        AGENTSITE_DATA_DIR=str(tmp_path / "data"),
+        AGENTSITE_DATA_DIR=str(data_dir),
         AGENTSITE_DEMO_DELAY="0.001",
         PYTHONUNBUFFERED="1",
         **extra,
@@ -74,10 +81,11 @@ def server_env(tmp_path: Path, **extra: str) -> Iterator[ServerEnv]:
             conn.execute(f'CREATE DATABASE "{dbname}"')
         env["DATABASE_URL"] = database_url.rsplit("/", 1)[0] + f"/{dbname}"
     try:
-        server = ServerEnv(data_dir=tmp_path / "data", env=env)
+        server = ServerEnv(data_dir=data_dir, env=env)
         server.manage("migrate", "--noinput")
         yield server
     finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
         if dbname is not None:
             import psycopg
 

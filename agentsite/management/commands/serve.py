@@ -49,6 +49,19 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _choose_sandbox() -> None:
+    """Probe the sandbox before listening (and log the choice); AGENTSITE_SANDBOX=bwrap without a working
+    bubblewrap stops the server here with one sentence."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from agents.sandbox.site import get_sandbox
+
+    try:
+        get_sandbox()
+    except ImproperlyConfigured as exc:
+        raise CommandError(str(exc)) from None
+
+
 class Command(BaseCommand):
     help = "Serve agentsite (HTTP, WebSocket) with daphne, plus the in-process scheduler."
 
@@ -95,6 +108,7 @@ class Command(BaseCommand):
         from chat.hub import get_hub, reset_hub
 
         provider_register_from_env()
+        _choose_sandbox()
 
         from agentsite.asgi import application
         from delegation.process import sweep_orphans

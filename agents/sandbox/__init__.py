@@ -1,0 +1,33 @@
+"""Where every process a tool starts runs (docs/protocol.md §6.1): the one sandbox launcher.
+
+The `shell` tool's commands and ACP runners (and, through `launch`, any program a tool wraps) start
+here and nowhere else. Two implementations share one interface, chosen once at start-up from
+`AGENTSITE_SANDBOX`: :class:`~agents.sandbox.bwrap.BwrapSandbox` (bubblewrap: namespaces, read-only
+system, the workspace as the only writable place) and :class:`~agents.sandbox.base.NoSandbox` (only
+for users who hold `agents.run_unsandboxed`).
+
+- :mod:`agents.sandbox.base`: what a process may see and do (:class:`Confinement`, :class:`Limits`),
+  the interface, and the refusal.
+- :mod:`agents.sandbox.bwrap`: bubblewrap's command line, built from a confinement (pure, unit-tested).
+- :mod:`agents.sandbox.programs`: which host paths a runner's program needs visible.
+- :mod:`agents.sandbox.process`: starting and ending the processes (commands to completion, runners
+  with pipes), so that nothing outlives its call.
+- :mod:`agents.sandbox.site`: the Django side: settings, the start-up probe, the status shown in
+  `/healthz` and the admin, workspace and runner-home folders.
+"""
+
+from __future__ import annotations
+
+from agents.sandbox.base import Confinement, Launch, Limits, Sandbox, SandboxRefused
+from agents.sandbox.process import CommandResult, run_command, start_process
+
+__all__ = [
+    "CommandResult",
+    "Confinement",
+    "Launch",
+    "Limits",
+    "Sandbox",
+    "SandboxRefused",
+    "run_command",
+    "start_process",
+]

@@ -1,0 +1,155 @@
+"""Starting and ending confined processes: the only place that creates a subprocess for a tool.
+
+- :func:`run_command` runs one command to completion (the `shell` tool): capped output, a timeout,
+  and everything it started is killed when it ends, times out or its caller is cancelled.
+- :func:`start_process` starts a long-lived program with pipes (an ACP runner); its owner ends it.
+
+Every process is the leader of a new process group. In the bubblewrap sandbox that leader is
+bubblewrap: killing its group ends the whole PID namespace (agents/sandbox/bwrap.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agents.sandbox.base import Confinement, Sandbox
+
+OUTPUT_HEAD_BYTES = 48 * 1024
+OUTPUT_TAIL_BYTES = 16 * 1024
+OUTPUT_CAP_BYTES = OUTPUT_HEAD_BYTES + OUTPUT_TAIL_BYTES
+# After the command exits, how long to wait for output still buffered in the pipe.
+_DRAIN_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    output: str  # stdout and stderr together, capped (head and tail kept)
+    returncode: int  # negative: killed by that signal
+    timed_out: bool
+
+
+class OutputBuffer:
+    """Keeps the first and the last bytes of a stream and counts what falls in between."""
+
+    def __init__(self, head_limit: int = OUTPUT_HEAD_BYTES, tail_limit: int = OUTPUT_TAIL_BYTES) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self._head_limit = head_limit
+        self._tail_limit = tail_limit
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            del self.tail[: -self._tail_limit]
+
+    def text(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        if omitted <= 0:
+            return (self.head + self.tail).decode("utf-8", errors="replace")
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        return (
+            f"{head}\n[output truncated: {omitted} of {self.total} bytes omitted; "
+            f"showing the first {len(self.head)} and the last {len(self.tail)} bytes]\n{tail}"
+        )
+
+
+class _CommandProtocol(asyncio.SubprocessProtocol):
+    """Collects output and tells apart "the command exited" from "the pipe closed".
+
+    `asyncio.subprocess.Process.wait()` waits for both, so a background job holding the pipe would
+    keep us waiting for it; here the exit is seen at once.
+    """
+
+    def __init__(self, buffer: OutputBuffer) -> None:
+        self.buffer = buffer
+        self.exited = asyncio.Event()
+        self.output_closed = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.buffer.feed(data.encode() if isinstance(data, str) else data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.output_closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+async def run_command(
+    argv: Sequence[str], *, sandbox: Sandbox, confinement: Confinement, limit_seconds: float
+) -> CommandResult:
+    """Run `argv` confined; return its capped output, exit code and whether it timed out.
+
+    The process group is killed whenever we stop waiting — normal exit (leftover background jobs),
+    timeout, or cancellation of the turn — so nothing the command started outlives the call.
+    Raises SandboxRefused when it may not run, OSError when it cannot start.
+    """
+    launch = sandbox.launch(argv, confinement)
+    buffer = OutputBuffer()
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _CommandProtocol(buffer),
+        *launch.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        **launch.popen_options(),
+    )
+    pid = transport.get_pid()
+    try:
+        timed_out = not await _wait_for(protocol.exited, limit_seconds)
+        kill_group(pid)
+        await _wait_for(protocol.exited, _DRAIN_SECONDS)
+        # Output still in the pipe; without a sandbox a process that left the group (setsid) may hold it.
+        await _wait_for(protocol.output_closed, _DRAIN_SECONDS)
+    finally:
+        if transport.get_returncode() is None:
+            kill_group(pid)
+        transport.close()
+    returncode = transport.get_returncode()
+    return CommandResult(buffer.text(), -signal.SIGKILL if returncode is None else returncode, timed_out)
+
+
+async def start_process(
+    argv: Sequence[str], *, sandbox: Sandbox, confinement: Confinement, line_limit: int
+) -> asyncio.subprocess.Process:
+    """Start a long-lived confined program with piped stdin, stdout and stderr (its owner ends it with
+    :func:`kill_group` on its pid). Raises SandboxRefused, or OSError when it cannot start."""
+    launch = sandbox.launch(argv, confinement)
+    return await asyncio.create_subprocess_exec(
+        *launch.argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=line_limit,
+        **launch.popen_options(),
+    )
+
+
+async def _wait_for(event: asyncio.Event, limit_seconds: float) -> bool:
+    """Wait for `event` at most `limit_seconds`; say whether it happened."""
+    try:
+        async with asyncio.timeout(limit_seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+def kill_group(pgid: int, sig: signal.Signals = signal.SIGKILL) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
