@@ -1,4 +1,5 @@
-"""The JSON-RPC 2.0 connection (delegation/jsonrpc.py) against a scripted peer at the byte level.
+"""The JSON-RPC 2.0 connection (delegation/jsonrpc.py) and the ACP binding on it (delegation/peer.py)
+against a scripted peer at the byte level.
 
 Our side runs on the real strict transport over a socket pair; the test plays the runner by writing
 raw lines and reading what we send, so ids, error objects and framing are checked as they travel.
@@ -14,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from delegation import schema
 from delegation.jsonrpc import (
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     ConnectionClosed,
@@ -26,6 +30,7 @@ from delegation.jsonrpc import (
     ProtocolViolation,
     RequestHandler,
 )
+from delegation.peer import AcpPeer
 from delegation.transport import StrictNdjsonTransport
 
 pytestmark = pytest.mark.timeout(10)
@@ -301,3 +306,75 @@ async def test_a_caller_giving_up_forgets_its_call_and_the_late_answer_is_ignore
     assert second["id"] != sent["id"]
     await wire.peer.send({"jsonrpc": "2.0", "id": second["id"], "result": "ok"})
     assert await follow_up == "ok"
+
+
+# -- the ACP binding on top (delegation/peer.py) -----------------------------------------------------------
+
+
+class RecordingHandlers:
+    """ClientHandlers that record what reached them."""
+
+    def __init__(self) -> None:
+        self.updates: list[schema.SessionNotification] = []
+        self.reads: list[schema.ReadTextFileRequest] = []
+
+    def session_update(self, notification: schema.SessionNotification) -> None:
+        self.updates.append(notification)
+
+    async def request_permission(
+        self, request: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
+        return schema.RequestPermissionResponse(outcome=schema.CancelledOutcome())
+
+    async def read_text_file(self, request: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
+        self.reads.append(request)
+        return schema.ReadTextFileResponse(content="text")
+
+    async def write_text_file(self, request: schema.WriteTextFileRequest) -> schema.WriteTextFileResponse:
+        return schema.WriteTextFileResponse()
+
+
+async def test_acp_peer_checks_runner_messages_before_its_handlers_see_them() -> None:
+    ours, theirs = socket.socketpair()
+    transport = StrictNdjsonTransport(*await asyncio.open_connection(sock=ours))
+    peer = Peer(*await asyncio.open_connection(sock=theirs))
+    handlers = RecordingHandlers()
+    acp_peer = AcpPeer(transport, handlers, name="test")
+    acp_peer.start()
+    try:
+        await peer.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "fs/read_text_file", "params": {"sessionId": "s"}}
+        )
+        invalid = await peer.receive()
+        assert invalid["id"] == 1 and invalid["error"]["code"] == INVALID_PARAMS
+        assert any(error["loc"] == ["path"] for error in invalid["error"]["data"]["errors"])
+        params = {"sessionId": "s", "path": "/w/a", "line": 2}
+        await peer.send({"jsonrpc": "2.0", "id": 2, "method": "fs/read_text_file", "params": params})
+        assert await peer.receive() == {"jsonrpc": "2.0", "id": 2, "result": {"content": "text"}}
+        assert handlers.reads == [schema.ReadTextFileRequest(session_id="s", path="/w/a", line=2)]
+        await peer.send({"jsonrpc": "2.0", "id": 3, "method": "terminal/create", "params": {"command": "ls"}})
+        assert (await peer.receive())["error"]["code"] == METHOD_NOT_FOUND  # we do not offer terminals
+
+        # An invalid update is dropped; the valid ones around it arrive, before the answer to the prompt.
+        prompt = asyncio.create_task(acp_peer.prompt("s", "hi"))
+        sent = await peer.receive()
+        assert sent["method"] == "session/prompt"
+        assert sent["params"] == {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}
+        chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hello"}}
+        for update in (chunk, {"sessionUpdate": "tool_call"}, chunk):
+            await peer.send(
+                {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": update}}
+            )
+        await peer.send({"jsonrpc": "2.0", "id": sent["id"], "result": {"stopReason": "end_turn"}})
+        assert (await prompt).stop_reason == "end_turn"
+        assert [type(n.update) for n in handlers.updates] == [schema.AgentMessageChunk] * 2
+
+        # A result that is not the message ACP prescribes is a validation error for the caller.
+        prompt = asyncio.create_task(acp_peer.prompt("s", "again"))
+        sent = await peer.receive()
+        await peer.send({"jsonrpc": "2.0", "id": sent["id"], "result": {"stop": "?"}})
+        with pytest.raises(ValidationError):
+            await prompt
+    finally:
+        await acp_peer.close()
+        peer.end()
