@@ -1,10 +1,10 @@
 """The ACP client: one external agent ("runner") subprocess and one ACP session with it.
 
 `AcpConnection` is an async context manager that owns the child process from spawn to the death
-of its whole process group. It speaks JSON-RPC over the child's stdio through the SDK's client-side
-connection (`acp.ClientSideConnection`) on a strict transport, serves `fs/*` inside the workspace,
-routes permission requests through policy and then the `on_permission` callback, and hands
-`session/update` notifications to `on_update` in arrival order. Every failure of the runner becomes
+of its whole process group. It speaks ACP (JSON-RPC over the child's stdio) through our own binding,
+`delegation.peer`, on a strict transport, serves `fs/*` inside the workspace, routes permission
+requests through policy and then the `on_permission` callback, and hands `session/update`
+notifications to `on_update` in arrival order. Every failure of the runner becomes
 an `AcpError` with a sentence a user can act on; none leaves a hung call or a live process behind.
 
 Plain asyncio: no Django. Persistence and publishing are the caller's callbacks.
@@ -20,30 +20,33 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, cast
+from typing import Any, Literal, Self, TypeVar
 
-from acp import PROTOCOL_VERSION, RequestError, text_block
-from acp.client.connection import ClientSideConnection
-from acp.interfaces import Client
-from acp.schema import (
-    AllowedOutcome,
-    ClientCapabilities,
-    DeniedOutcome,
-    FileSystemCapabilities,
-    Implementation,
-    PermissionOption,
-    ReadTextFileResponse,
-    RequestPermissionResponse,
-    ToolCallUpdate,
-    WriteTextFileResponse,
-)
 from pydantic import BaseModel, ValidationError
 
 from delegation.clock import RunnerClock
 from delegation.fs import read_text_file, write_text_file
+from delegation.jsonrpc import INVALID_PARAMS, JsonRpcError, ProtocolViolation
+from delegation.peer import AcpPeer
 from delegation.permissions import PendingPermissions
 from delegation.policy import PermissionDecision, PermissionRequest, decide_permission
 from delegation.process import RunnerProcess, SpawnError, build_runner_env
+from delegation.schema import (
+    PROTOCOL_VERSION,
+    CancelledOutcome,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+    InitializeRequest,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    SelectedOutcome,
+    SessionNotification,
+    WriteTextFileRequest,
+    WriteTextFileResponse,
+)
 from delegation.transport import StrictNdjsonTransport
 from delegation.updates import TOOL_PARSE_MODES, RenderedUpdate, message_text, render_update
 
@@ -110,30 +113,27 @@ class _Callbacks:
 
 
 class _ClientHandlers:
-    """The ACP `Client` side the SDK dispatches to; each method forwards to the owning connection."""
+    """What the runner may ask of us (`delegation.peer.ClientHandlers`), forwarded to the connection."""
 
     def __init__(self, owner: AcpConnection) -> None:
         self._owner = owner
 
-    async def session_update(self, session_id: str, update: BaseModel, **kwargs: Any) -> None:
-        self._owner._receive_update(session_id, update)
+    def session_update(self, notification: SessionNotification) -> None:
+        self._owner._receive_update(notification)
 
-    async def request_permission(
-        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **kwargs: Any
-    ) -> RequestPermissionResponse:
-        return await self._owner._answer_permission(tool_call, options)
+    async def request_permission(self, request: RequestPermissionRequest) -> RequestPermissionResponse:
+        return await self._owner._answer_permission(request)
 
-    async def read_text_file(
-        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
-    ) -> ReadTextFileResponse:
-        return await read_text_file(self._owner.spec.cwd, path, line=line, limit=limit)
+    async def read_text_file(self, request: ReadTextFileRequest) -> ReadTextFileResponse:
+        return await read_text_file(
+            self._owner.spec.cwd, request.path, line=request.line, limit=request.limit
+        )
 
-    async def write_text_file(
-        self, session_id: str, path: str, content: str, **kwargs: Any
-    ) -> WriteTextFileResponse:
+    async def write_text_file(self, request: WriteTextFileRequest) -> WriteTextFileResponse:
         if self._owner._approval_mode == "read_only":
-            raise RequestError(-32602, "Writing files is refused: approval mode read_only.", {"path": path})
-        return await write_text_file(self._owner.spec.cwd, path, content)
+            message = "Writing files is refused: approval mode read_only."
+            raise JsonRpcError(INVALID_PARAMS, message, {"path": request.path})
+        return await write_text_file(self._owner.spec.cwd, request.path, request.content)
 
 
 class AcpConnection:
@@ -171,7 +171,7 @@ class AcpConnection:
         self._state: ConnectionState = "closed"
         self._process: RunnerProcess | None = None
         self._transport: StrictNdjsonTransport | None = None
-        self._conn: ClientSideConnection | None = None
+        self._conn: AcpPeer | None = None
         self._updates: asyncio.Queue[BaseModel] = asyncio.Queue()
         self._tasks: list[asyncio.Task[None]] = []
         self._exited = asyncio.Event()
@@ -231,9 +231,10 @@ class AcpConnection:
         process = self._process.process
         assert process.stdout is not None and process.stdin is not None
         self._transport = StrictNdjsonTransport(process.stdout, process.stdin)
-        # The SDK types its handler as the full `Client` protocol; we serve the methods we advertise
-        # (fs, permissions, updates) and it answers the optional ones (terminals) itself.
-        self._conn = ClientSideConnection(cast(Client, _ClientHandlers(self)), self._transport)
+        # We serve what we advertise (fs, permissions, updates); anything else, terminals included,
+        # is answered "method not found".
+        self._conn = AcpPeer(self._transport, _ClientHandlers(self), name=f"acp-{self.spec.name}")
+        self._conn.start()
         self._tasks = [
             asyncio.create_task(self._deliver_updates(), name="acp-updates"),
             asyncio.create_task(self._watch_exit(), name="acp-exit-watch"),
@@ -274,7 +275,7 @@ class AcpConnection:
         )
         try:
             response = await self._call(
-                conn.prompt(session_id=session_id, prompt=[text_block(text)]),
+                conn.prompt(session_id, text),
                 phase="session/prompt",
                 seconds=self.spec.timeout_seconds,
             )
@@ -298,7 +299,7 @@ class AcpConnection:
         if self._conn is None or self.session_id is None or self._state not in ("running", "open"):
             return
         with contextlib.suppress(ConnectionError, OSError):
-            await self._conn.cancel(session_id=self.session_id)
+            await self._conn.cancel(self.session_id)
 
     async def close(self) -> None:
         """End the session: close stdin, wait briefly, SIGTERM the group, wait, SIGKILL the group."""
@@ -308,15 +309,15 @@ class AcpConnection:
 
     async def _handshake(self) -> None:
         conn = self._require_conn()
-        capabilities = ClientCapabilities(
-            fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+        initialize = InitializeRequest(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+            ),
+            client_info=Implementation(name=CLIENT_NAME, version=CLIENT_VERSION),
         )
         response = await self._call(
-            conn.initialize(
-                protocol_version=PROTOCOL_VERSION,
-                client_capabilities=capabilities,
-                client_info=Implementation(name=CLIENT_NAME, version=CLIENT_VERSION),
-            ),
+            conn.initialize(initialize),
             phase="initialize",
             seconds=self._startup_timeout,
         )
@@ -328,7 +329,7 @@ class AcpConnection:
             )
         self.agent_info = response.agent_info
         session = await self._call(
-            conn.new_session(cwd=str(self.spec.cwd), mcp_servers=[]),
+            conn.new_session(str(self.spec.cwd)),
             phase="session/new",
             seconds=self._startup_timeout,
         )
@@ -340,10 +341,10 @@ class AcpConnection:
         task = asyncio.ensure_future(request)
         try:
             return await self._bounded(task, self._clock, phase, seconds)
-        except RequestError as exc:
+        except JsonRpcError as exc:
             code: ErrorCode = "initialize_failed" if phase == "initialize" else "runner_error"
             raise AcpError(f"Runner '{self.spec.name}' refused {phase}: {_describe(exc)}", code=code) from exc
-        except ValidationError as exc:
+        except (ValidationError, ProtocolViolation) as exc:
             raise AcpError(
                 f"Runner '{self.spec.name}' answered {phase} with an invalid message.", code="protocol_error"
             ) from exc
@@ -397,7 +398,7 @@ class AcpConnection:
             message += f" Its last error output: {tail[-500:]}"
         return AcpError(message, code=code)
 
-    def _ready_for_prompt(self) -> tuple[ClientSideConnection, str]:
+    def _ready_for_prompt(self) -> tuple[AcpPeer, str]:
         if self._state in ("running", "waiting_for_permission"):
             raise AcpError(f"Runner '{self.spec.name}' is still working on a prompt.", code="busy")
         if self._state == "exited":
@@ -418,19 +419,20 @@ class AcpConnection:
         self._permissions.cancel_all()
         if self._conn is not None and self.session_id is not None and self._state == "running":
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._conn.cancel(session_id=self.session_id)), 1.0)
+                await asyncio.wait_for(asyncio.shield(self._conn.cancel(self.session_id)), 1.0)
             self._state = "open"
 
-    def _require_conn(self) -> ClientSideConnection:
+    def _require_conn(self) -> AcpPeer:
         assert self._conn is not None
         return self._conn
 
     # -- incoming: updates, permissions, files ------------------------------------------------------
 
-    def _receive_update(self, session_id: str, update: BaseModel) -> None:
-        """Called by the SDK in arrival order; must not await, so queue and return."""
-        if session_id != self.session_id:
+    def _receive_update(self, notification: SessionNotification) -> None:
+        """Called in arrival order, before the runner's next message is read: queue and return."""
+        if notification.session_id != self.session_id:
             return
+        update = notification.update
         text = message_text(update)
         if text is not None and self._state == "running":
             self._reply.append(text)
@@ -450,10 +452,8 @@ class AcpConnection:
             finally:
                 self._updates.task_done()
 
-    async def _answer_permission(
-        self, tool_call: ToolCallUpdate, options: list[PermissionOption]
-    ) -> RequestPermissionResponse:
-        request = PermissionRequest.from_acp(tool_call, options)
+    async def _answer_permission(self, params: RequestPermissionRequest) -> RequestPermissionResponse:
+        request = PermissionRequest.from_acp(params.tool_call, params.options)
         decision = decide_permission(
             request, workspace=self.spec.cwd, trusted=self.spec.trusted, approval_mode=self._approval_mode
         )
@@ -523,13 +523,13 @@ class AcpConnection:
 
 def _permission_response(option_id: str | None) -> RequestPermissionResponse:
     if option_id is None:
-        return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-    return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id))
+        return RequestPermissionResponse(outcome=CancelledOutcome())
+    return RequestPermissionResponse(outcome=SelectedOutcome(option_id=option_id))
 
 
-def _describe(exc: RequestError) -> str:
+def _describe(exc: JsonRpcError) -> str:
     """The runner's error message plus its detail, if it gave one."""
-    message = str(exc)
+    message = exc.message
     data = exc.data
     if isinstance(data, dict):
         detail = data.get("details") or data.get("detail") or data.get("message")

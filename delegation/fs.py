@@ -10,15 +10,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from acp import RequestError
-from acp.schema import ReadTextFileResponse, WriteTextFileResponse
-
 from agents.tools.base import ToolError
+from delegation.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from delegation.policy import confine_path
+from delegation.schema import ReadTextFileResponse, WriteTextFileResponse
 
-INVALID_PARAMS = -32602
-NOT_FOUND = -32002
-INTERNAL_ERROR = -32603
+NOT_FOUND = -32002  # ACP's "resource not found"
 
 
 async def read_text_file(
@@ -29,10 +26,10 @@ async def read_text_file(
     try:
         text = await asyncio.to_thread(target.read_text, encoding="utf-8")
     except FileNotFoundError:
-        raise RequestError(NOT_FOUND, f"The file '{path}' does not exist.", {"path": path}) from None
+        raise JsonRpcError(NOT_FOUND, f"The file '{path}' does not exist.", {"path": path}) from None
     except (OSError, UnicodeDecodeError) as exc:
         message = f"The file '{path}' cannot be read as text: {exc}"
-        raise RequestError(INTERNAL_ERROR, message, {"path": path}) from None
+        raise JsonRpcError(INTERNAL_ERROR, message, {"path": path}) from None
     return ReadTextFileResponse(content=_slice_lines(text, line, limit))
 
 
@@ -43,7 +40,7 @@ async def write_text_file(workspace: Path, path: str, content: str) -> WriteText
         await asyncio.to_thread(_write_text, target, content)
     except OSError as exc:
         message = f"The file '{path}' cannot be written: {exc}"
-        raise RequestError(INTERNAL_ERROR, message, {"path": path}) from None
+        raise JsonRpcError(INTERNAL_ERROR, message, {"path": path}) from None
     return WriteTextFileResponse()
 
 
@@ -51,7 +48,7 @@ def _confined(workspace: Path, path: str) -> Path:
     try:
         return confine_path(workspace, path)
     except ToolError as exc:
-        raise RequestError(INVALID_PARAMS, str(exc), {"path": path}) from None
+        raise JsonRpcError(INVALID_PARAMS, str(exc), {"path": path}) from None
 
 
 def _slice_lines(text: str, line: int | None, limit: int | None) -> str:

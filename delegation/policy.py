@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from acp.schema import PermissionOption, ToolCallUpdate
-
 from agents.approvals import always_refused
 from agents.tools.base import ToolError
 from agents.tools.workspace import resolve_in_workspace
+from delegation.schema import PermissionOption, ToolCallUpdate
 
 _PATH_KEYS = ("path", "file_path", "filePath", "abs_path", "absPath", "cwd", "target", "destination")
 _PATH_LIST_KEYS = ("paths", "files")
@@ -47,7 +46,7 @@ class PermissionRequest:
 
     @classmethod
     def from_acp(cls, tool_call: ToolCallUpdate, options: Sequence[PermissionOption]) -> PermissionRequest:
-        """Build from the SDK's `session/request_permission` parameters."""
+        """Build from the parameters of a runner's `session/request_permission`."""
         return cls(
             tool_call_id=tool_call.tool_call_id,
             title=tool_call.title,

@@ -59,7 +59,7 @@ class DelegateExternalAgentTool(Tool):
 
     @property
     def sessions(self) -> AcpSessionRegistry:
-        # The ACP SDK costs ~30 MB and 0.3 s to import: load it when a runner is first used.
+        # Load the ACP client when a runner is first used: most processes never start one.
         if self._sessions is None:
             from delegation.sessions import AcpSessionRegistry
 

@@ -1,9 +1,10 @@
 """A strict newline-delimited JSON-RPC transport over a runner's stdin/stdout.
 
-The SDK's own stdio transport logs and skips lines that are not JSON, so a runner that prints
-banners or debug output to stdout would look alive while its answers never come: a hung turn. This
-transport treats the first non-protocol line as the end of the stream and remembers why, so the
-client can fail at once with a clear message. It plugs into the SDK's `Transport` seam.
+A lenient stdio transport (the official ACP SDK's, for one) logs and skips lines that are not JSON,
+so a runner that prints banners or debug output to stdout would look alive while its answers never
+come: a hung turn. This transport treats the first non-protocol line as the end of the stream and
+remembers why, so the client can fail at once with a clear message. It is the `MessageTransport` of
+`delegation.jsonrpc`, which reports `violation` as the reason its pending calls failed.
 """
 
 from __future__ import annotations

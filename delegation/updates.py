@@ -13,19 +13,22 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, NotRequired, TypedDict
 
-from acp.schema import (
+from pydantic import BaseModel
+
+from delegation.schema import (
+    SESSION_UPDATE_ADAPTER,
     AgentMessageChunk,
     AgentPlanUpdate,
     AgentThoughtChunk,
+    ContentBlock,
     ContentToolCallContent,
     FileEditToolCallContent,
-    SessionNotification,
+    OtherUpdate,
+    SessionUpdate,
     TerminalToolCallContent,
-    TextContentBlock,
     ToolCallProgress,
     ToolCallStart,
 )
-from pydantic import BaseModel
 
 ToolParseMode = Literal["call_title", "update_detail", "call_detail"]
 UpdateKind = Literal["message", "thought", "tool_call", "tool_call_update", "plan"]
@@ -42,19 +45,36 @@ class RenderedUpdate(TypedDict):
     status: NotRequired[str]
 
 
-def parse_update(raw: dict[str, Any]) -> BaseModel:
-    """Validate a raw `session/update` `update` object (camelCase wire form) into the SDK model."""
-    notification = SessionNotification.model_validate({"sessionId": "-", "update": raw})
-    return notification.update
+_UPDATE_TYPES = (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    AgentPlanUpdate,
+    ToolCallStart,
+    ToolCallProgress,
+    OtherUpdate,
+)
+
+
+def parse_update(raw: dict[str, Any]) -> SessionUpdate:
+    """Validate a raw `session/update` `update` object (camelCase wire form) into its model.
+
+    Unknown kinds parse as `OtherUpdate`; a known kind with missing required fields raises
+    pydantic's ValidationError.
+    """
+    return SESSION_UPDATE_ADAPTER.validate_python(raw)
 
 
 def render_update(
     update: BaseModel | dict[str, Any], tool_parse_mode: str = "call_title"
 ) -> RenderedUpdate | None:
-    """The user-facing form of one update, or None for kinds users do not see (modes, commands ...)."""
+    """The user-facing form of one update, or None for kinds users do not see (modes, commands ...).
+
+    `update` is one of our models, the wire dict, or any pydantic model whose by-alias dump is the
+    wire form (another ACP library's, for instance): the last two are parsed first.
+    """
     if tool_parse_mode not in TOOL_PARSE_MODES:
         raise ValueError(f"Unknown tool_parse_mode {tool_parse_mode!r}.")
-    model = parse_update(update) if isinstance(update, dict) else update
+    model = _as_update(update)
     if isinstance(model, AgentMessageChunk):
         return {"kind": "message", "text": _block_text(model.content)}
     if isinstance(model, AgentThoughtChunk):
@@ -67,6 +87,14 @@ def render_update(
     if isinstance(model, ToolCallProgress):
         return _render_tool(model, "tool_call_update", with_detail=tool_parse_mode != "call_title")
     return None
+
+
+def _as_update(update: BaseModel | dict[str, Any]) -> BaseModel:
+    if isinstance(update, _UPDATE_TYPES):
+        return update
+    if isinstance(update, BaseModel):
+        update = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return parse_update(update)
 
 
 def message_text(update: BaseModel) -> str | None:
@@ -106,7 +134,9 @@ def _tool_detail(model: ToolCallStart | ToolCallProgress, *, prefer_input: bool)
     return text[:_DETAIL_CHARS]
 
 
-def _tool_content_text(item: BaseModel) -> str:
+def _tool_content_text(
+    item: ContentToolCallContent | FileEditToolCallContent | TerminalToolCallContent,
+) -> str:
     if isinstance(item, ContentToolCallContent):
         return _block_text(item.content)
     if isinstance(item, FileEditToolCallContent):
@@ -124,9 +154,8 @@ def _raw_text(raw: Any) -> str:
     return json.dumps(raw, ensure_ascii=False, default=str)
 
 
-def _block_text(block: BaseModel) -> str:
+def _block_text(block: ContentBlock) -> str:
     """Text of a content block; non-text blocks (images, resources) are named, not inlined."""
-    if isinstance(block, TextContentBlock):
+    if block.type == "text" and block.text is not None:
         return block.text
-    block_type = getattr(block, "type", "content")
-    return f"[{block_type}]"
+    return f"[{block.type or 'content'}]"
