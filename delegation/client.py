@@ -16,9 +16,8 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
@@ -30,7 +29,7 @@ from delegation.jsonrpc import INVALID_PARAMS, JsonRpcError, ProtocolViolation
 from delegation.peer import AcpPeer
 from delegation.permissions import PendingPermissions
 from delegation.policy import PermissionDecision, PermissionRequest, decide_permission
-from delegation.process import RunnerProcess, SpawnError, build_runner_env
+from delegation.process import RunnerProcess, SpawnError
 from delegation.schema import (
     PROTOCOL_VERSION,
     CancelledOutcome,
@@ -47,22 +46,13 @@ from delegation.schema import (
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
+from delegation.spec import AcpError, AcpRunnerSpec, ErrorCode
 from delegation.transport import StrictNdjsonTransport
-from delegation.updates import TOOL_PARSE_MODES, RenderedUpdate, message_text, render_update
+from delegation.updates import RenderedUpdate, message_text, render_update
 
 logger = logging.getLogger(__name__)
 
 ConnectionState = Literal["open", "running", "waiting_for_permission", "exited", "closed"]
-ErrorCode = Literal[
-    "spawn_failed",
-    "initialize_failed",
-    "protocol_error",
-    "crashed",
-    "timeout",
-    "runner_error",
-    "closed",
-    "busy",
-]
 OnUpdate = Callable[[RenderedUpdate], Awaitable[None] | None]
 OnPermission = Callable[[PermissionRequest], Awaitable[str | None]]
 OnPolicyDecision = Callable[[PermissionRequest, PermissionDecision], Awaitable[None] | None]
@@ -71,38 +61,6 @@ T = TypeVar("T")
 CLIENT_NAME = "agentsite"
 CLIENT_VERSION = "0.1.0"
 _EXIT_GRACE_SECONDS = 0.5  # after the runner exits, how long its last stdout frames may still arrive
-
-
-class AcpError(Exception):
-    """A runner failed; `message` is a sentence for the user, `code` a stable machine-readable kind."""
-
-    def __init__(self, message: str, *, code: ErrorCode = "runner_error") -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
-@dataclass(frozen=True, kw_only=True)
-class AcpRunnerSpec:
-    """How to start one runner: the stored runner config plus the chat session's workspace (`cwd`)."""
-
-    command: str
-    cwd: Path
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    timeout_seconds: float = 300
-    trusted: bool = False
-    name: str = "runner"
-    tool_parse_mode: str = "call_title"
-
-    def __post_init__(self) -> None:
-        """Fail at construction, not halfway through a session, on a config that cannot work."""
-        if not self.command:
-            raise ValueError("A runner needs a command.")
-        if self.timeout_seconds <= 0:
-            raise ValueError("timeout_seconds must be positive.")
-        if self.tool_parse_mode not in TOOL_PARSE_MODES:
-            raise ValueError(f"Unknown tool_parse_mode {self.tool_parse_mode!r}.")
 
 
 @dataclass(frozen=True)
@@ -126,14 +84,20 @@ class _ClientHandlers:
 
     async def read_text_file(self, request: ReadTextFileRequest) -> ReadTextFileResponse:
         return await read_text_file(
-            self._owner.spec.cwd, request.path, line=request.line, limit=request.limit
+            self._owner.spec.cwd,
+            request.path,
+            line=request.line,
+            limit=request.limit,
+            visible=self._owner.spec.visible_cwd,
         )
 
     async def write_text_file(self, request: WriteTextFileRequest) -> WriteTextFileResponse:
         if self._owner._approval_mode == "read_only":
             message = "Writing files is refused: approval mode read_only."
             raise JsonRpcError(INVALID_PARAMS, message, {"path": request.path})
-        return await write_text_file(self._owner.spec.cwd, request.path, request.content)
+        return await write_text_file(
+            self._owner.spec.cwd, request.path, request.content, visible=self._owner.spec.visible_cwd
+        )
 
 
 class AcpConnection:
@@ -219,11 +183,13 @@ class AcpConnection:
         if self._process is not None:
             raise AcpError("This runner connection was already started.", code="busy")
         try:
+            if self.spec.sandbox is None:
+                raise SpawnError("no sandbox was given to start it in.")
             self._process = await RunnerProcess.spawn(
                 self.spec.command,
                 list(self.spec.args),
-                env=build_runner_env(self.spec.env),
-                cwd=self.spec.cwd,
+                sandbox=self.spec.sandbox,
+                confinement=self.spec.confinement(),
             )
         except SpawnError as exc:
             self._state = "exited"
@@ -329,7 +295,7 @@ class AcpConnection:
             )
         self.agent_info = response.agent_info
         session = await self._call(
-            conn.new_session(str(self.spec.cwd)),
+            conn.new_session(self.spec.visible_cwd),
             phase="session/new",
             seconds=self._startup_timeout,
         )
@@ -455,7 +421,11 @@ class AcpConnection:
     async def _answer_permission(self, params: RequestPermissionRequest) -> RequestPermissionResponse:
         request = PermissionRequest.from_acp(params.tool_call, params.options)
         decision = decide_permission(
-            request, workspace=self.spec.cwd, trusted=self.spec.trusted, approval_mode=self._approval_mode
+            request,
+            workspace=self.spec.cwd,
+            visible=self.spec.visible_cwd,
+            trusted=self.spec.trusted,
+            approval_mode=self._approval_mode,
         )
         if decision is not None:
             on_policy_decision = self._callbacks.on_policy_decision

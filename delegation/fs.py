@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 
 from agents.tools.base import ToolError
+from agents.tools.workspace import give_to_workspace_owner, make_folders
 from delegation.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from delegation.policy import confine_path
 from delegation.schema import ReadTextFileResponse, WriteTextFileResponse
@@ -19,10 +20,16 @@ NOT_FOUND = -32002  # ACP's "resource not found"
 
 
 async def read_text_file(
-    workspace: Path, path: str, *, line: int | None = None, limit: int | None = None
+    workspace: Path,
+    path: str,
+    *,
+    line: int | None = None,
+    limit: int | None = None,
+    visible: str | None = None,
 ) -> ReadTextFileResponse:
-    """The text of a workspace file, optionally from 1-based `line` for at most `limit` lines."""
-    target = _confined(workspace, path)
+    """The text of a workspace file, optionally from 1-based `line` for at most `limit` lines.
+    `visible`: where the runner sees the workspace (its absolute paths start there)."""
+    target = _confined(workspace, path, visible)
     try:
         text = await asyncio.to_thread(target.read_text, encoding="utf-8")
     except FileNotFoundError:
@@ -33,20 +40,22 @@ async def read_text_file(
     return ReadTextFileResponse(content=_slice_lines(text, line, limit))
 
 
-async def write_text_file(workspace: Path, path: str, content: str) -> WriteTextFileResponse:
+async def write_text_file(
+    workspace: Path, path: str, content: str, *, visible: str | None = None
+) -> WriteTextFileResponse:
     """Write a workspace file, creating its folders (which the confinement keeps inside too)."""
-    target = _confined(workspace, path)
+    target = _confined(workspace, path, visible)
     try:
-        await asyncio.to_thread(_write_text, target, content)
+        await asyncio.to_thread(_write_text, workspace, target, content)
     except OSError as exc:
         message = f"The file '{path}' cannot be written: {exc}"
         raise JsonRpcError(INTERNAL_ERROR, message, {"path": path}) from None
     return WriteTextFileResponse()
 
 
-def _confined(workspace: Path, path: str) -> Path:
+def _confined(workspace: Path, path: str, visible: str | None) -> Path:
     try:
-        return confine_path(workspace, path)
+        return confine_path(workspace, path, visible=visible)
     except ToolError as exc:
         raise JsonRpcError(INVALID_PARAMS, str(exc), {"path": path}) from None
 
@@ -61,6 +70,7 @@ def _slice_lines(text: str, line: int | None, limit: int | None) -> str:
     return "".join(lines[start:end])
 
 
-def _write_text(target: Path, content: str) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
+def _write_text(workspace: Path, target: Path, content: str) -> None:
+    make_folders(workspace, target.parent)
     target.write_text(content, encoding="utf-8")
+    give_to_workspace_owner(workspace, target)

@@ -104,10 +104,16 @@ class PermissionDecision:
 
 
 def decide_permission(
-    request: PermissionRequest, *, workspace: Path, trusted: bool, approval_mode: str = "ask"
+    request: PermissionRequest,
+    *,
+    workspace: Path,
+    trusted: bool,
+    approval_mode: str = "ask",
+    visible: str | None = None,
 ) -> PermissionDecision | None:
-    """Policy's answer to a runner's permission request, or None when the user must be asked."""
-    refusal = refusal_reason(request, workspace=workspace)
+    """Policy's answer to a runner's permission request, or None when the user must be asked.
+    `visible`: where the runner sees its workspace (`/workspace` in the sandbox)."""
+    refusal = refusal_reason(request, workspace=workspace, visible=visible)
     if refusal is not None:
         return _reject(request, refusal)
     if trusted or approval_mode == "full_access":
@@ -120,7 +126,7 @@ def decide_permission(
     return None
 
 
-def refusal_reason(request: PermissionRequest, *, workspace: Path) -> str | None:
+def refusal_reason(request: PermissionRequest, *, workspace: Path, visible: str | None = None) -> str | None:
     """Why this request is refused in every mode (forbidden command, path outside), or None."""
     command = request.command
     if command is not None:
@@ -129,7 +135,7 @@ def refusal_reason(request: PermissionRequest, *, workspace: Path) -> str | None
             return f"Refused by policy: {reason}"
     for path in request.paths:
         try:
-            confine_path(workspace, path)
+            confine_path(workspace, path, visible=visible)
         except ToolError as exc:
             return f"Refused by policy: {exc}"
     return None
@@ -139,21 +145,23 @@ def _reject(request: PermissionRequest, reason: str) -> PermissionDecision:
     return PermissionDecision(option_id=request.option_of_kind("reject_once"), approved=False, reason=reason)
 
 
-def confine_path(workspace: Path, path: str) -> Path:
+def confine_path(workspace: Path, path: str, *, visible: str | None = None) -> Path:
     """Resolve a runner's path inside the workspace, or raise ToolError.
 
-    ACP runners speak in absolute paths (their cwd is the workspace), while the file tools' rule
-    refuses absolute paths; an absolute path is therefore first made workspace-relative, which
-    fails for anything not under the workspace, and then checked by the shared rule (symlinks, ..).
+    ACP runners speak in absolute paths (their cwd is the workspace, which they may see at another
+    place, `visible`: `/workspace` in the sandbox), while the file tools' rule refuses absolute paths;
+    an absolute path is therefore first made workspace-relative, which fails for anything not under
+    the workspace, and then checked by the shared rule (symlinks, ..).
     """
     if os.path.isabs(path):
-        path = _workspace_relative(workspace, path)
+        path = _workspace_relative(workspace, path, visible)
     return resolve_in_workspace(workspace, path)
 
 
-def _workspace_relative(workspace: Path, path: str) -> str:
+def _workspace_relative(workspace: Path, path: str, visible: str | None) -> str:
     normalized = os.path.normpath(path)
-    for root in _root_spellings(workspace):
+    roots = [*_root_spellings(workspace), *([os.path.normpath(visible)] if visible else [])]
+    for root in roots:
         if normalized == root:
             return "."
         if normalized.startswith(root.rstrip(os.sep) + os.sep):

@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from agents.sandbox import Confinement, Sandbox, SandboxRefused, start_process
+
 # The only variables a runner inherits from the server: enough to find programs and behave like a
 # terminal tool, never the server's secrets (API keys, SECRET_KEY, DATABASE_URL ...).
 BASE_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM")
@@ -125,22 +127,19 @@ class RunnerProcess:
 
     @classmethod
     async def spawn(
-        cls, command: str, args: list[str], *, env: Mapping[str, str], cwd: Path
+        cls, command: str, args: list[str], *, sandbox: Sandbox, confinement: Confinement
     ) -> RunnerProcess:
-        """Start the runner in a new session (hence its own process group) with piped stdio."""
-        _check_workspace(cwd)
+        """Start the runner confined (agents/sandbox/), the leader of a new process group, with piped stdio.
+
+        In the bubblewrap sandbox the group's leader is bubblewrap: ending the group ends the sandbox and
+        every process in it."""
+        _check_workspace(confinement.workspace)
         try:
-            process = await asyncio.create_subprocess_exec(
-                command,
-                *args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=dict(env),
-                cwd=str(cwd),
-                start_new_session=True,
-                limit=STDOUT_LINE_LIMIT,
+            process = await start_process(
+                [command, *args], sandbox=sandbox, confinement=confinement, line_limit=STDOUT_LINE_LIMIT
             )
+        except SandboxRefused as exc:
+            raise SpawnError(str(exc)) from exc
         except FileNotFoundError as exc:
             raise SpawnError(f"The runner command {command!r} was not found.") from exc
         except PermissionError as exc:

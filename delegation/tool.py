@@ -12,20 +12,27 @@ sentence as an `is_error` result and the turn goes on.
 from __future__ import annotations
 
 import json
+import os
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from django.conf import settings
 from pydantic import BaseModel
 
+from agents.sandbox import SandboxRefused
+from agents.sandbox.programs import check_program_paths, program_paths, resolve_program
+from agents.sandbox.site import runner_home
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
 from agentsite.db import database_sync_to_async
 from delegation.models import RunnerConfig
 from delegation.services import runner_configs_for_session
 
 if TYPE_CHECKING:
-    from delegation.client import AcpConnection, AcpError, AcpRunnerSpec
+    from delegation.client import AcpConnection, AcpError
     from delegation.policy import PermissionDecision, PermissionRequest
     from delegation.sessions import AcpSessionRegistry
+    from delegation.spec import AcpRunnerSpec
     from delegation.updates import RenderedUpdate
 
 TOOL_NAME = "delegate_external_agent"
@@ -258,18 +265,46 @@ def _acp_error() -> type[AcpError]:
 
 
 def _spec(config: RunnerConfig, ctx: ToolContext) -> AcpRunnerSpec:
-    from delegation.client import AcpRunnerSpec
+    """The runner as it will start: in the site's sandbox, with its HOME for this user, the network per
+    the agent's setting, and its program (found on the server's PATH) and `sandbox_paths` shown read-only."""
+    from delegation.spec import AcpRunnerSpec
 
+    command, read_only = _program(config)
+    home = None
+    if ctx.user_id is not None:
+        home = runner_home(user_id=ctx.user_id, agent_name=ctx.agent_name or "default", runner=config.name)
     return AcpRunnerSpec(
         name=config.name,
-        command=config.command,
+        command=command,
         args=tuple(config.args),
         env=dict(config.env),
         cwd=ctx.workspace,
         timeout_seconds=config.timeout_seconds,
         trusted=config.trusted,
         tool_parse_mode=config.tool_parse_mode,
+        sandbox=ctx.sandbox,
+        home=home,
+        network=ctx.sandbox_network,
+        read_only=read_only,
+        may_run_unsandboxed=ctx.may_run_unsandboxed,
     )
+
+
+def _program(config: RunnerConfig) -> tuple[str, tuple[Path, ...]]:
+    """The runner's executable as an absolute path, and the host paths that must be visible to run it."""
+    search_path = os.environ.get("PATH", "")
+    executable = resolve_program(config.command, search_path=search_path)
+    if executable is None:
+        raise ToolError(
+            f"Runner '{config.name}' could not be started: the command {config.command!r} was not found."
+        )
+    shown = program_paths(executable, search_path=search_path)
+    try:
+        check_program_paths(shown, data_dir=Path(settings.DATA_DIR), code_dir=Path(settings.BASE_DIR))
+    except SandboxRefused as exc:
+        raise ToolError(f"Runner '{config.name}' could not be started: {exc}") from None
+    extra = tuple(Path(path) for path in config.sandbox_paths)
+    return str(executable), (*shown, *extra)
 
 
 def _runner_name(params: DelegateParams) -> str:

@@ -227,3 +227,63 @@ def test_the_probe_finds_bubblewrap_here() -> None:
     sandbox = sandbox_of("bwrap")
     assert sandbox.mode == "bwrap" and "bubblewrap" in sandbox.detail
     assert sandbox.status()["uid"] == (65534 if os.geteuid() == 0 else os.geteuid())
+
+
+# --- the one launcher ------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION = ["agentsite", "agents", "chat", "delegation", "cron"]
+# Where a process may be started: the sandbox launcher (and its start-up probe), and `serve`, which starts
+# the server's own worker processes (nothing a user drives).
+LAUNCHERS = {"agents/sandbox/process.py", "agents/sandbox/site.py", "agentsite/management/commands/serve.py"}
+_SPAWNING_CALLS = {"create_subprocess_exec", "create_subprocess_shell", "subprocess_exec", "subprocess_shell"}
+_SPAWNING_OS_CALLS = {
+    "system",
+    "popen",
+    "fork",
+    "forkpty",
+    "posix_spawn",
+    "posix_spawnp",
+    *(f"exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")),
+    *(f"spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe")),
+}
+
+
+def _starts_processes(source: str) -> list[str]:
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import) and any(alias.name in {"subprocess", "pty"} for alias in node.names):
+            found.append(f"line {node.lineno}: import")
+        elif isinstance(node, ast.ImportFrom) and node.module in {"subprocess", "pty"}:
+            found.append(f"line {node.lineno}: from-import")
+        elif isinstance(node, ast.Attribute) and (
+            node.attr in _SPAWNING_CALLS
+            or (
+                node.attr in _SPAWNING_OS_CALLS and isinstance(node.value, ast.Name) and node.value.id == "os"
+            )
+        ):
+            found.append(f"line {node.lineno}: {node.attr}")
+    return found
+
+
+def test_no_process_is_started_outside_the_sandbox_launcher() -> None:
+    offenders = {}
+    for package in PRODUCTION:
+        for path in (ROOT / package).rglob("*.py"):
+            relative = path.relative_to(ROOT).as_posix()
+            if "/migrations/" in relative or relative in LAUNCHERS:
+                continue
+            hits = _starts_processes(path.read_text())
+            if hits:
+                offenders[relative] = hits
+    assert offenders == {}, "start processes through agents.sandbox (docs/deployment.md), not on your own"
+
+
+def test_the_check_finds_what_it_looks_for() -> None:
+    assert _starts_processes("import subprocess") and _starts_processes(
+        "await asyncio.create_subprocess_exec('x')"
+    )
+    assert _starts_processes("os.execvp('sh', [])") and not _starts_processes("print('subprocess')")
+    assert not _starts_processes("layout.system")

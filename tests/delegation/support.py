@@ -8,7 +8,7 @@ view, without asking our own code.
 from __future__ import annotations
 
 import os
-import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +19,10 @@ from channels.testing import WebsocketCommunicator
 from agents.fake_llm import Reply
 from agents.services import default_agent_ensure, tool_set_enabled
 from delegation.services import runner_upsert
+from tests.support.runner_kit import mock_runner_script, runner_folder, runner_python
 from tests.support.ws import send
 
-MOCK_RUNNER = Path(__file__).resolve().parents[1] / "support" / "mock_acp_runner.py"
+MOCK_RUNNER = Path(__file__).resolve().parents[1] / "support" / "mock_acp_runner.py"  # run unsandboxed
 TOOL = "delegate_external_agent"
 FRAME_TIMEOUT = 10
 
@@ -29,16 +30,18 @@ Answer = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
 def runner_body(*modes: str, marker: str, env: dict[str, str] | None = None, **fields: Any) -> dict[str, Any]:
-    """A RUNNER (PROTOCOL §2) that starts the mock ACP runner with `modes`."""
-    args = [str(MOCK_RUNNER), *(["--mode", ",".join(modes)] if modes else [])]
+    """A RUNNER (docs/protocol.md §2) that starts the mock ACP runner with `modes`, installed outside the
+    project as a real runner would be (tests/support/runner_kit.py), so that it runs in the sandbox."""
+    args = [str(mock_runner_script()), *(["--mode", ",".join(modes)] if modes else [])]
     return {
         "enabled": True,
-        "command": sys.executable,
+        "command": runner_python(),
         "args": args,
         "env": {"ACP_TEST_MARKER": marker, **(env or {})},
         "trusted": False,
         "tool_parse_mode": "call_title",
         "timeout_seconds": 20,
+        "sandbox_paths": [str(runner_folder())],
         **fields,
     }
 
@@ -113,9 +116,26 @@ def marker_pids(marker: str) -> list[int]:
     return found
 
 
-def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+def group_gone(pgid: int, within: float = 5.0) -> bool:
+    """True once no live process is left in the group. A killed sandbox's PID 1 may stay a zombie for a
+    moment, until the host's init reaps it: a zombie runs nothing, so it counts as gone."""
+    deadline = time.monotonic() + within
+    while _live_members(pgid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _live_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members

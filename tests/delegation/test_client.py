@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from acp import plan_entry, start_tool_call, text_block, tool_content, update_plan, update_tool_call
 
+from agents.sandbox.base import NoSandbox
 from delegation.client import AcpConnection, AcpError, AcpRunnerSpec
 from delegation.policy import PermissionDecision, PermissionRequest, decide_permission
 from delegation.process import STDERR_TAIL_BYTES
@@ -25,6 +26,8 @@ from delegation.sessions import AcpSessionRegistry
 from delegation.updates import RenderedUpdate, render_update
 
 MOCK_RUNNER = Path(__file__).resolve().parents[1] / "support" / "mock_acp_runner.py"
+# The client's own behaviour, without a sandbox (tests/delegation/test_sandboxed_runner.py runs it in one).
+UNSANDBOXED = NoSandbox()
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -42,7 +45,14 @@ def runner_spec(
     args = [str(MOCK_RUNNER), *(["--mode", ",".join(modes)] if modes else [])]
     options: dict[str, Any] = {"timeout_seconds": 20, **kwargs}
     return AcpRunnerSpec(
-        command=sys.executable, args=args, env=env or {}, cwd=workspace, name="mock_runner", **options
+        command=sys.executable,
+        args=args,
+        env=env or {},
+        cwd=workspace,
+        name="mock_runner",
+        sandbox=UNSANDBOXED,
+        may_run_unsandboxed=True,
+        **options,
     )
 
 
@@ -296,7 +306,14 @@ def test_runner_spec_refuses_a_config_that_cannot_work(workspace: Path) -> None:
 
 
 async def test_missing_command_is_a_clear_error(workspace: Path) -> None:
-    conn = AcpConnection(AcpRunnerSpec(command="no-such-acp-runner-xyz", cwd=workspace, name="ghost"))
+    spec = AcpRunnerSpec(
+        command="no-such-acp-runner-xyz",
+        cwd=workspace,
+        name="ghost",
+        sandbox=UNSANDBOXED,
+        may_run_unsandboxed=True,
+    )
+    conn = AcpConnection(spec)
     with pytest.raises(AcpError) as error:
         await conn.start()
     assert error.value.code == "spawn_failed"

@@ -99,7 +99,7 @@ async def test_seed_list_status_start_and_close_in_one_chat_session(session, ali
     assert _tool_messages(llm.chat_requests[3])[-1] == "mock reply: hello mock", "the model reads the reply"
 
     (pid,) = marker_pids(marker)
-    assert os.getpgid(pid) == pid, "the runner leads its own process group"
+    assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"), "it runs in its sandbox"
     assert _tool_state(session.id) == "open"
 
     llm.script(

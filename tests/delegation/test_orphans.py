@@ -24,11 +24,16 @@ def test_a_killed_servers_runner_is_ended_by_the_sweep_and_a_live_servers_is_kep
         import asyncio, sys
         from pathlib import Path
         sys.path.insert(0, {str(Path.cwd())!r})
+        from agents.sandbox import Confinement
+        from agents.sandbox.base import NoSandbox
         from delegation import process
         process.RECORD_DIR = Path({str(records)!r})
         async def main():
+            confinement = Confinement(
+                workspace=Path({str(tmp_path)!r}), env={{"PATH": "/usr/bin:/bin"}}, may_run_unsandboxed=True
+            )
             runner = await process.RunnerProcess.spawn(
-                sys.executable, [{str(MOCK)!r}], env={{"PATH": "/usr/bin:/bin"}}, cwd=Path({str(tmp_path)!r}))
+                sys.executable, [{str(MOCK)!r}], sandbox=NoSandbox(), confinement=confinement)
             print(runner.pgid, flush=True)
             await asyncio.sleep(120)
         asyncio.run(main())

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import uuid
 from typing import Any
 
@@ -19,7 +18,8 @@ import httpx
 import pytest
 
 from agents.fake_llm import Reply, remote_requests, script_remote
-from tests.delegation.support import MOCK_RUNNER, TOOL, delegate, group_gone, marker_pids
+from tests.delegation.support import TOOL, delegate, group_gone, marker_pids
+from tests.support.runner_kit import mock_runner_script, runner_folder, runner_python
 from tests.support.server import serve, server_env
 
 pytestmark = [pytest.mark.services_rerun, pytest.mark.timeout(90)]
@@ -66,8 +66,9 @@ async def test_seed_delegation_over_rest_on_a_real_server_and_no_runner_outlives
                 assert active.status_code == 200
                 runner = {
                     "enabled": True,
-                    "command": sys.executable,
-                    "args": [str(MOCK_RUNNER)],
+                    "command": runner_python(),
+                    "args": [str(mock_runner_script())],
+                    "sandbox_paths": [str(runner_folder())],
                     "env": {"ACP_TEST_MARKER": marker},
                     "trusted": False,
                     "tool_parse_mode": "call_title",
@@ -109,6 +110,6 @@ async def test_seed_delegation_over_rest_on_a_real_server_and_no_runner_outlives
                 script_remote(llm, delegate("start", runner="mock_runner", message="stay"), Reply(text="ok"))
                 await _turn(http, session_id, "start again and leave it open")
                 (pid,) = marker_pids(marker)
-                assert os.getpgid(pid) == pid
+                assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid"), "sandboxed"
         assert server.process.returncode is not None
     assert group_gone(pid) and marker_pids(marker) == [], "server shutdown ends every runner"

@@ -13,6 +13,9 @@ Modes:
   fs                the prompt is "read PATH" or "write PATH CONTENT", done through the client's fs/*;
                     the reply is "read: <content>", "wrote PATH" or "fs error: <message>"
   env               reply with JSON {"env": ..., "cwd": ...} of this process
+  look              reply with JSON of what this process sees: cwd, HOME, uid, how many times it was started
+                    with this HOME (a counter file there), the PIDs in /proc, and for each path of a JSON list
+                    prompt whether it exists
   crash             send one chunk, then exit with code 3 mid-prompt
   hang              never answer the prompt (and ignore session/cancel and the end of stdin)
   slow              stream ACP_MOCK_CHUNKS chunks ACP_MOCK_DELAY s apart; honours session/cancel
@@ -109,6 +112,8 @@ class MockAgent:
     async def _reply_for(self, session_id: str, text: str) -> str:
         if "env" in self.modes:
             return json.dumps({"env": dict(os.environ), "cwd": os.getcwd()})
+        if "look" in self.modes:
+            return _look(json.loads(text) if text.startswith("[") else [])
         if "fs" in self.modes:
             return await self._fs(session_id, text)
         reply = f"{_env('ACP_MOCK_REPLY_TEXT', 'mock reply')}: {text}"
@@ -243,6 +248,31 @@ async def main(modes: set[str]) -> None:
     await acp.run_agent(cast(Agent, agent))
     if "hang" in modes:
         await asyncio.Event().wait()  # a hung runner does not leave when its stdin closes
+
+
+def _look(paths: list[str]) -> str:
+    home = os.environ.get("HOME", "")
+    counter = os.path.join(home, ".mock-runner-starts")
+    starts = 1
+    if os.path.exists(counter):
+        with open(counter) as handle:
+            starts = int(handle.read()) + 1
+    if "look_counted" not in os.environ:
+        with open(counter, "w") as handle:
+            handle.write(str(starts))
+        os.environ["look_counted"] = "1"  # count a start once, however often it is asked
+    else:
+        starts -= 1
+    return json.dumps(
+        {
+            "cwd": os.getcwd(),
+            "home": home,
+            "uid": os.getuid(),
+            "starts": starts,
+            "pids": sorted(int(entry) for entry in os.listdir("/proc") if entry.isdigit()),
+            "visible": {path: os.path.exists(path) for path in paths},
+        }
+    )
 
 
 if __name__ == "__main__":
