@@ -4,11 +4,30 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests import factories
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A root test run's sandboxes run as another user (agents/sandbox/site.py), who must pass through the
+    checkout to the test data dir (var/test) and the runner interpreter (var/runner-python). A fresh
+    clone may sit in a 0700 folder (`mktemp -d`): let others pass through it (never list or read it)."""
+    from django.conf import settings
+
+    if os.geteuid() != 0 or settings.AGENTSITE_SANDBOX_UID == 0:
+        return
+    root = Path(__file__).resolve().parents[1]
+    data_dir = Path(settings.DATA_DIR)
+    folders = {root, root / "var"}
+    if data_dir.is_relative_to(root):
+        folders |= {data_dir, *(parent for parent in data_dir.parents if parent.is_relative_to(root))}
+    for folder in sorted(folders):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(folder.stat().st_mode | 0o001)
 
 
 def services_required() -> bool:
