@@ -14,8 +14,8 @@ from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
 from agents.serializers import ActiveModelSerializer, AgentSerializer, ProviderSerializer
 from agents.services import tool_items_for, tool_set_enabled
 from agentsite.errors import ApiError
+from agentsite.fields import StrictBooleanField
 from agentsite.permissions import IsStaffOrReadOnly
-from chat.serializers import StrictBooleanField
 
 
 class AgentListApi(generics.ListCreateAPIView):
@@ -108,7 +108,7 @@ class ProviderTestApi(APIView):
 
 
 class AgentConfigApi(APIView):
-    """Base of the per-agent configuration endpoints (tools here, ACP runners in delegation/api.py)."""
+    """Base of the per-agent configuration endpoints (tools here, ACP runners in acp/api.py)."""
 
     permission_classes = [IsStaffOrReadOnly]
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from agents import approvals
+from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
 from agents.llm import ModelClient, ModelError, ToolCall
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry
-from chat.controller import ChatRequest, InputError, StreamClosed, TurnResult
-from chat.events import EventQueue
+from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
 

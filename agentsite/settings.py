@@ -66,8 +66,9 @@ INSTALLED_APPS = [
     "agentsite",
     "agents",
     "chat",
-    "delegation",
+    "acp",
     "cron",
+    "portal",
 ]
 
 MIDDLEWARE = [

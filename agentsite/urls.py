@@ -4,11 +4,11 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from acp import api as acp_api
 from agents import api as agents_api
 from agentsite import api as site_api
 from agentsite import views as site_views
 from chat import api as chat_api
-from delegation import api as acp_api
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
@@ -63,7 +63,7 @@ urlpatterns = [
     path("setup/", site_views.setup, name="setup"),
     path("login/", site_views.LoginView.as_view(), name="login"),
     path("logout/", site_views.LogoutView.as_view(), name="logout"),
-    path("", include("chat.urls")),
+    path("", include("portal.urls")),
 ]
 
 handler404 = "agentsite.views.not_found"

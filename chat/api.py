@@ -13,10 +13,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agents.contract import InputError
 from agentsite.db import database_sync_to_async
 from agentsite.errors import ApiError
 from chat.cluster import OwnerUnavailable, RemoteError
-from chat.controller import InputError
 from chat.events import encode_event
 from chat.exceptions import ChatError
 from chat.hub import call_from_sync, get_hub, message_submit

@@ -6,3 +6,16 @@ from django.apps import AppConfig
 class ChatConfig(AppConfig):
     name = "chat"
     verbose_name = "Chat sessions"
+
+    def ready(self) -> None:
+        """A change of site configuration (agents, providers, tools) reaches the next turn at once."""
+        from django.db.models.signals import post_delete, post_save
+
+        from agents.models import Agent, Provider, SiteDefault, ToolSetting
+        from chat.runtime import setup_cache
+
+        for model in (Agent, Provider, SiteDefault, ToolSetting):
+            post_save.connect(setup_cache.clear, sender=model, dispatch_uid=f"agent-config-{model.__name__}")
+            post_delete.connect(
+                setup_cache.clear, sender=model, dispatch_uid=f"agent-config-del-{model.__name__}"
+            )

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.events import EventQueue
+from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
 

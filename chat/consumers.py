@@ -17,13 +17,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.utils import await_many_dispatch
 from django.conf import settings
 
+from agents.contract import InputError
 from agentsite.db import database_call, database_sync_to_async
+from agentsite.eventqueue import EventQueue
 from agentsite.services import api_key_is_active
 from agentsite.ws_auth import SEND
 from chat import frames
 from chat.cluster import OwnerUnavailable, RemoteError
-from chat.controller import InputError
-from chat.events import EventQueue, encode_event
+from chat.events import encode_event
 from chat.exceptions import ChatError
 from chat.hub import Attachment, NotOwner, get_hub, message_submit
 from chat.service import Cancel, ConfirmationReply, Remove, Steer

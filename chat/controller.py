@@ -18,16 +18,16 @@ import bisect
 import inspect
 import itertools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from chat.events import EventQueue
+from agents.contract import ChatRequest, InputError, Runtime, StreamClosed, TurnResult, TurnStream
+from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
 
-ApprovalMode = Literal["ask", "full_access", "read_only"]
 TurnOutcome = Literal["completed", "error", "cancelled"]
 
 INTERNAL_ERROR = {"code": "internal_error", "message": "The turn failed because of an internal error."}
@@ -37,75 +37,10 @@ _RESOLVED_MEMORY = 1024  # answered confirmation ids remembered, so a late reply
 
 
 @dataclass
-class ChatRequest:
-    message_id: str
-    content: str
-    config: dict[str, Any] | None = None
-    approval_mode: ApprovalMode = "ask"
-    model: str | None = None
-    # Internal options, never set from a client frame or REST body (cron runs use them, cron/runner.py):
-    # stream_events=False drops the streaming events (delta, thinking, tool_*, delegate_update) of this
-    # message's turn, so sockets get only its final answer (dispatch mode "final"); confirmation_timeout
-    # replaces AGENTSITE_CONFIRMATION_TIMEOUT for its confirmations (an unattended run waits up to its
-    # job's timeout).
-    stream_events: bool = True
-    confirmation_timeout: float | None = None
-
-
-@dataclass
 class PendingItem:
     request: ChatRequest
     order: int  # submission ordinal within the session; restore puts items back by it
     steer_requested: bool = False  # a deferred steer: the turn has not started streaming yet
-
-
-@dataclass
-class TurnResult:
-    status: Literal["completed", "error"]
-    final_content: str = ""
-    stop_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    error: dict[str, str] | None = None
-
-
-class InputError(Exception):
-    """A queue command that cannot be applied; the edge turns it into a 409/404 or an `error` frame."""
-
-    def __init__(self, code: str, message: str, *, message_id: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.message_id = message_id
-
-    def to_dict(self) -> dict[str, str]:
-        data = {"code": self.code, "message": self.message}
-        if self.message_id is not None:
-            data["message_id"] = self.message_id
-        return data
-
-
-class StreamClosed(Exception):
-    """TurnStream.steer raises it when the turn can no longer take input."""
-
-
-class TurnStream(Protocol):
-    def steer(self, text: str) -> None: ...
-    def consume_inputs(self) -> list[str]: ...
-    def take_pending(self) -> list[str]: ...
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
-    async def result(self) -> TurnResult: ...
-    async def aclose(self) -> None: ...
-    def resolve_confirmation(self, confirmation_id: str, approved: bool, option_id: str | None) -> None: ...
-
-
-class Runtime(Protocol):
-    """Opens a turn; may return the stream or an awaitable of it (when opening needs I/O first).
-
-    A runtime may also have `prepare(request, *, session_id)`: called when a turn is about to start,
-    before its message is stored, so that the I/O of opening it runs alongside that write.
-    """
-
-    def stream(self, request: ChatRequest, *, session_id: str) -> TurnStream | Awaitable[TurnStream]: ...
 
 
 class QueueStore(Protocol):

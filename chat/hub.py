@@ -18,11 +18,13 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from agents.contract import ChatRequest, InputError
 from agents.tools import registry as tool_registry
 from agentsite.db import close_connection, database_sync_to_async
+from agentsite.eventqueue import EventQueue
 from chat.cluster import Cluster, OwnerUnavailable, RemoteError
-from chat.controller import ChatRequest, InputError, SessionController
-from chat.events import SEQ_BLOCK, EventLog, EventQueue
+from chat.controller import SessionController
+from chat.events import SEQ_BLOCK, EventLog
 from chat.markdown import render_markdown
 from chat.models import Message
 from chat.ownership import LocalOwnership, Ownership, RedisOwnership
@@ -68,7 +70,7 @@ class Attachment:
 
 class Hub:
     def __init__(self) -> None:
-        from agents.runtime import DjangoRuntime
+        from chat.runtime import DjangoRuntime
 
         self.service = SessionService(
             runtime=DjangoRuntime(),
@@ -553,7 +555,7 @@ class Hub:
     async def _close_here(self, session_id: str) -> None:
         await self.service.delete_session(session_id)
         # Tools that hold per-session resources (ACP runner subprocesses) release them: through the
-        # agents tool registry, so chat does not import the delegation app (chat → agents only).
+        # agents tool registry, so chat does not import the acp app (chat → agents only).
         await tool_registry.close_session(session_id)
         relay = self._relays.pop(session_id, None)
         if relay is not None:
@@ -671,7 +673,7 @@ async def message_submit(
     """
     import uuid
 
-    from chat.controller import ChatRequest, InputError
+    from agents.contract import ChatRequest, InputError
     from chat.service import Submit
     from chat.services import session_title_from_first_message
 

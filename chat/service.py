@@ -14,7 +14,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from chat.controller import ChatRequest, Runtime, SessionController
+from agents.contract import ChatRequest, Runtime
+from chat.controller import SessionController
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,8 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
 
     With a fencing token, first claim the session: refused (Fenced) when a newer owner already did.
     """
-    from chat.controller import ChatRequest, PendingItem
+    from agents.contract import ChatRequest
+    from chat.controller import PendingItem
 
     session = Session.objects.select_for_update().get(id=session_id)
     if token is not None:

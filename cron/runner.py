@@ -17,9 +17,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from agents.contract import InputError
 from agentsite.db import database_sync_to_async
-from chat.controller import InputError
-from chat.events import EventQueue
+from agentsite.eventqueue import EventQueue
 from chat.hub import get_hub, message_submit
 from chat.models import Session
 from chat.service import Cancel, Remove, Steer

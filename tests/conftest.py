@@ -12,6 +12,15 @@ import pytest
 from tests import factories
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """One fast password hasher for the whole suite: every persona is created with a password, and the
+    production hasher (PBKDF2, 1.5 M iterations) costs ~0.3 s per user. Servers the e2e tests start keep
+    the production one."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """A root test run's sandboxes run as another user (agents/sandbox/site.py), who must pass through the
     checkout to the test data dir (var/test) and the runner interpreter (var/runner-python). A fresh
@@ -77,10 +86,10 @@ def api(client: Any) -> Iterator[Any]:
 @pytest.fixture(autouse=True)
 async def fresh_hub() -> AsyncIterator[None]:
     """Each test gets its own live sessions (controllers are bound to the test's event loop)."""
-    from agents.runtime import clear_config_cache
     from chat.hub import reset_hub
+    from chat.runtime import setup_cache
 
-    clear_config_cache()  # rows of the previous test are gone (flushed without signals)
+    setup_cache.reset()  # rows of the previous test are gone (flushed without signals)
     await reset_hub()
     yield
     await reset_hub()

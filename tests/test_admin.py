@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -13,11 +12,6 @@ from django.utils import timezone
 
 from agents.models import Agent, Provider, SiteDefault, ToolSetting
 from tests import factories
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def test_every_admin_page_opens_for_a_superuser(client: Client, alice: Any) -> None:

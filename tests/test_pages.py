@@ -21,10 +21,6 @@ SETUP_FORM = {
 }
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 # --- setup ----------------------------------------------------------------------------------------
 

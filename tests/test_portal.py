@@ -16,10 +16,6 @@ EVERY_USER_PAGES = ["/", "/settings/keys", "/jobs", "/inbox"]
 STAFF_PAGES = ["/settings/agents", "/settings/agents/default", "/settings/providers"]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 def logged_in(user: Any) -> Client:
     client = Client()

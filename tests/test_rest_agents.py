@@ -18,10 +18,6 @@ PROVIDERS = "/api/v1/providers"
 SECRET = "sk-very-secret-provider-key"
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 def provider_body(**overrides: Any) -> dict[str, Any]:
     body = {

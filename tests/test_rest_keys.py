@@ -20,12 +20,6 @@ SESSIONS = "/api/v1/chat/sessions"
 KEY_FORMAT = re.compile(r"ask_[A-Za-z0-9_-]{40}")
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    """Personas are created with passwords; the production hasher would cost ~0.3 s per user."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def assert_error(response: Any, status: int, code: str | None = None) -> dict[str, Any]:
     """The response has `status` and the contract's error shape; returns the `error` object."""
     assert response.status_code == status, response.content

@@ -20,10 +20,6 @@ from tests.test_rest_keys import assert_error
 SESSIONS = "/api/v1/chat/sessions"
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 # --- create ---------------------------------------------------------------------------------------
 

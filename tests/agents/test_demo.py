@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from agents.contract import ChatRequest
 from agents.demo import DEMO_MODEL, DemoModelClient
 from agents.tools.base import ToolContext
 from agents.turn import AgentTurn
-from chat.controller import ChatRequest
 
 
 async def stream_text(client: DemoModelClient, content: str) -> tuple[list[str], dict | None]:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agents.fake_llm import FakeLLMServer, Reply, ScriptedToolCall, remote_requests, script_remote
 from agents.llm import ModelChunk, ModelError, OpenAIModelClient
+from agentsite.dev.fake_llm import FakeLLMServer, Reply, ScriptedToolCall, remote_requests, script_remote
 
 pytest_plugins = ["tests.support.fake_llm_fixtures"]
 
@@ -249,7 +249,7 @@ async def test_garbage_in_the_stream_is_an_invalid_response(fake_llm, model_clie
 
 
 async def test_fake_server_in_another_process_is_scripted_over_http(fake_llm_process) -> None:
-    """The path end-to-end tests use: ``python -m agents.fake_llm --port 0``, /_script, /_requests."""
+    """The path end-to-end tests use: ``python -m agentsite.dev.fake_llm --port 0``, /_script, /_requests."""
     await asyncio.to_thread(script_remote, fake_llm_process.base_url, Reply(text="scripted remotely"))
     client = OpenAIModelClient(
         base_url=fake_llm_process.base_url, api_key="k", provider_name="p", max_retries=0

@@ -53,7 +53,7 @@ async def call(ctx: ToolContext, name: str, arguments: dict[str, Any] | str) -> 
 
 
 def test_default_registry_holds_the_builtins_sorted_by_name() -> None:
-    # delegate_external_agent is registered by the ACP app (delegation/apps.py) when Django starts.
+    # delegate_external_agent is registered by the ACP app (acp/apps.py) when Django starts.
     assert [tool.name for tool in registry.all()] == [
         "delegate_external_agent",
         "get_current_time",

@@ -18,13 +18,14 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import BaseModel
 
-from agents.fake_llm import FakeLLMServer, Reply, ScriptedToolCall
+from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
 from agents.llm import OpenAIModelClient
 from agents.sandbox.site import get_sandbox
 from agents.tools import registry
 from agents.tools.base import Tool, ToolContext, ToolParams
 from agents.turn import AgentTurn
-from chat.controller import ChatRequest, InputError, SessionController, StreamClosed, TurnResult
+from agentsite.dev.fake_llm import FakeLLMServer, Reply, ScriptedToolCall
+from chat.controller import SessionController
 from tests.support.sandboxes import sandbox_workspace
 
 pytest_plugins = ["tests.support.fake_llm_fixtures"]

@@ -12,10 +12,10 @@ import pytest
 from django.apps import apps
 from django.conf import settings
 
-from agents.runtime import turn_setup
+from agents.contract import ChatRequest
 from agents.sandbox.site import workspace_dir, workspace_name
 from agents.tools import ToolContext, ToolError, registry
-from chat.controller import ChatRequest
+from chat.runtime import turn_setup
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -65,7 +65,7 @@ class FakeModel:
 
     def script(self, *replies: dict[str, Any]) -> None:
         """Reset the fake model, then queue these replies (later requests echo the user)."""
-        from agents.fake_llm import script_remote
+        from agentsite.dev.fake_llm import script_remote
 
         httpx.post(self.base_url.removesuffix("/v1") + "/_reset", timeout=5)
         script_remote(self.base_url, *replies)

@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-from chat.controller import ChatRequest, InputError, PendingItem, StreamClosed, TurnResult
+from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
+from chat.controller import PendingItem
 
 WAIT_SECONDS = 2.0
 _RELEASE = {"type": "__release__"}

@@ -12,8 +12,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from agents.fake_llm import Reply
 from agents.sandbox.site import workspace_dir
+from agentsite.dev.fake_llm import Reply
 from tests import factories
 from tests.support.ws import connect, receive_until, send
 

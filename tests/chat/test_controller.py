@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from chat.controller import ChatRequest, InputError, PendingItem, SessionController
+from agents.contract import ChatRequest, InputError
+from chat.controller import PendingItem, SessionController
 from tests.chat.scripted import RecordingStore, ScriptedRuntime, drain, next_event, request
 
 MakeController = Callable[..., SessionController]

@@ -12,7 +12,8 @@ import uuid
 
 import pytest
 
-from chat.events import EventQueue, encode_event
+from agentsite.eventqueue import EventQueue
+from chat.events import encode_event
 
 
 @dataclasses.dataclass

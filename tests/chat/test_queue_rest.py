@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.fake_llm import FakeLLMServer, Reply, ScriptedToolCall
+from agentsite.dev.fake_llm import FakeLLMServer, Reply, ScriptedToolCall
 from tests.support.chat_queue import (
     a_use_fake_llm,
     a_user_with_key,

@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from agents.fake_llm import FakeLLMServer, Reply
+from agentsite.dev.fake_llm import FakeLLMServer, Reply
 from chat.hub import get_hub
 from tests import factories
 from tests.support.chat_queue import (

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from chat.controller import InputError, SessionController
+from agents.contract import InputError
+from chat.controller import SessionController
 from chat.service import Cancel, ConfirmationReply, Remove, SessionService, Steer, Submit
 from tests.chat.scripted import RecordingStore, ScriptedRuntime, drain, next_event, request
 

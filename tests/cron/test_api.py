@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
@@ -20,10 +19,6 @@ JOBS = "/api/v1/cron/jobs"
 INBOX = "/api/v1/inbox"
 NEVER = "0 0 1 1 *"
 
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def agent_job(name: str = "digest", *, session_id: str = "console:digest", **extra: Any) -> dict[str, Any]:

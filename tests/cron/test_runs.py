@@ -17,7 +17,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from agents.fake_llm import Reply
+from agentsite.dev.fake_llm import Reply
 from chat.hub import get_hub
 from cron import runner, services
 from cron.models import CronRun, InboxItem
@@ -32,10 +32,6 @@ JOBS = "/api/v1/cron/jobs"
 NEVER = "0 0 1 1 *"
 WRITE = {"tool_calls": [{"name": "write_file", "arguments": {"path": "report.txt", "content": "done"}}]}
 
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.fake_llm import Reply, remote_requests, script_remote
-from tests.delegation.support import TOOL, delegate, group_gone, marker_pids
+from agentsite.dev.fake_llm import Reply, remote_requests, script_remote
+from tests.acp.support import TOOL, delegate, group_gone, marker_pids
 from tests.support.runner_kit import mock_runner_script, runner_folder, runner_python
 from tests.support.server import serve, server_env
 
@@ -67,7 +67,7 @@ async def test_seed_delegation_over_rest_on_a_real_server_and_no_runner_outlives
                 runner = {
                     "enabled": True,
                     "command": runner_python(),
-                    "args": [str(mock_runner_script())],
+                    "args": ["-P", str(mock_runner_script())],
                     "sandbox_paths": [str(runner_folder())],
                     "env": {"ACP_TEST_MARKER": marker},
                     "trusted": False,

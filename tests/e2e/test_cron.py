@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.fake_llm import Reply, script_remote
+from agentsite.dev.fake_llm import Reply, script_remote
 from tests.support.server import serve, server_env
 
 pytestmark = pytest.mark.services_rerun

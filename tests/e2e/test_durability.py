@@ -24,7 +24,7 @@ import httpx
 import pytest
 import websockets
 
-from agents.fake_llm import Reply, remote_requests, script_remote
+from agentsite.dev.fake_llm import Reply, remote_requests, script_remote
 from tests.support.chat_queue import wait_until
 from tests.support.fake_llm_fixtures import FakeLLMProcess
 from tests.support.server import RunningServer, serve, server_env

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.fake_llm import Reply, script_remote
+from agentsite.dev.fake_llm import Reply, script_remote
 from tests.support.processes import gone, marker
 from tests.support.sandboxes import sandbox_of
 from tests.support.server import RunningServer, ServerEnv, serve, server_env

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import websockets
 
-from agents.fake_llm import Reply, remote_requests, script_remote
+from agentsite.dev.fake_llm import Reply, remote_requests, script_remote
 from tests.support.fake_llm_fixtures import FakeLLMProcess
 from tests.support.server import RunningServer, ServerEnv, free_port, serve, server_env
 

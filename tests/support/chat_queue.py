@@ -1,7 +1,7 @@
 """Helpers for the queue tests: a cheap test user, the real runtime pointed at a fake LLM, polling.
 
 The queue tests drive the real ASGI application (sockets and REST) with the real `DjangoRuntime`
-talking over HTTP to `agents.fake_llm.FakeLLMServer`; only the model endpoint is fake.
+talking over HTTP to `agentsite.dev.fake_llm.FakeLLMServer`; only the model endpoint is fake.
 """
 
 from __future__ import annotations

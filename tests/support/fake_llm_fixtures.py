@@ -1,4 +1,4 @@
-"""Pytest fixtures around the fake OpenAI-compatible server (agents/fake_llm.py).
+"""Pytest fixtures around the fake OpenAI-compatible server (agentsite/dev/fake_llm.py).
 
 Use them from any test module with ``pytest_plugins = ["tests.support.fake_llm_fixtures"]``
 (or from a conftest.py). They give:
@@ -7,9 +7,10 @@ Use them from any test module with ``pytest_plugins = ["tests.support.fake_llm_f
   with ``fake_llm.script(Reply(...))`` and read ``fake_llm.chat_requests`` afterwards.
 - ``fake_llm_url``: its ``base_url`` (``http://127.0.0.1:PORT/v1``).
 - ``model_client``: an :class:`OpenAIModelClient` on it (no retries, short timeout).
-- ``fake_llm_process``: the same server as a real subprocess (``python -m agents.fake_llm``),
+- ``fake_llm_process``: the same server as a real subprocess (``python -m agentsite.dev.fake_llm``),
   for end-to-end tests whose server runs in another process; script it over HTTP with
-  :func:`agents.fake_llm.script_remote` and read what it got with :func:`agents.fake_llm.remote_requests`.
+  :func:`agentsite.dev.fake_llm.script_remote` and read what it got with
+  :func:`agentsite.dev.fake_llm.remote_requests`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.fake_llm import FakeLLMServer
 from agents.llm import OpenAIModelClient
+from agentsite.dev.fake_llm import FakeLLMServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FAKE_API_KEY = "sk-fake-test-key"
@@ -65,9 +66,9 @@ class FakeLLMProcess:
 
 @contextmanager
 def fake_llm_subprocess() -> Iterator[FakeLLMProcess]:
-    """The fake model as a real subprocess (`python -m agents.fake_llm --port 0`), stopped on exit."""
+    """The fake model as a real subprocess (`python -m agentsite.dev.fake_llm --port 0`), stopped on exit."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "agents.fake_llm", "--port", "0"],
+        [sys.executable, "-m", "agentsite.dev.fake_llm", "--port", "0"],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

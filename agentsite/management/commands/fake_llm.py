@@ -16,7 +16,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8001)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from agents.fake_llm import serve
+        from agentsite.dev.fake_llm import serve
 
         self.stdout.write(f"fake LLM on http://{options['host']}:{options['port']}/v1")
         try:

@@ -110,8 +110,8 @@ class Command(BaseCommand):
         provider_register_from_env()
         _choose_sandbox()
 
+        from acp.process import sweep_orphans
         from agentsite.asgi import application
-        from delegation.process import sweep_orphans
 
         orphans = sweep_orphans(settings.DATA_DIR / "runners")
         if orphans:

@@ -1,0 +1,92 @@
+"""Django admin for ACP runners; env values stay write-only here too (shown masked)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+
+from acp.models import ENV_MASK, AcpRunner
+
+
+class AcpRunnerForm(forms.ModelForm):
+    env = forms.JSONField(
+        required=False,
+        help_text=f'JSON object of strings. Stored values show as "{ENV_MASK}"; leave them so to keep them.',
+    )
+
+    class Meta:
+        model = AcpRunner
+        fields = [
+            "agent",
+            "name",
+            "enabled",
+            "command",
+            "args",
+            "env",
+            "trusted",
+            "tool_parse_mode",
+            "timeout_seconds",
+            "sandbox_paths",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            self.initial["env"] = {key: ENV_MASK for key in self.instance.env}
+
+    def clean_sandbox_paths(self) -> list[str]:
+        from agents.sandbox.site import sandbox_path_refusal
+
+        value = self.cleaned_data.get("sandbox_paths") or []
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise forms.ValidationError("A JSON list of absolute paths.")
+        errors = [reason for reason in map(sandbox_path_refusal, value) if reason is not None]
+        if errors:
+            raise forms.ValidationError(errors)
+        return value
+
+    def clean_env(self) -> dict[str, str]:
+        value = self.cleaned_data.get("env") or {}
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise forms.ValidationError("env must be a JSON object whose values are strings.")
+        stored = self.instance.env if self.instance.pk else {}
+        env = {}
+        for key, item in value.items():
+            if item == ENV_MASK:
+                if key not in stored:
+                    raise forms.ValidationError(f"{key} has no stored value to keep; give its value.")
+                item = stored[key]
+            env[key] = item
+        return env
+
+    def clean_args(self) -> list[str]:
+        value = self.cleaned_data.get("args") or []
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise forms.ValidationError("args must be a JSON list of strings.")
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("enabled") and not (data.get("command") or "").strip():
+            self.add_error("command", "An enabled runner needs a command.")
+        return data
+
+
+@admin.register(AcpRunner)
+class AcpRunnerAdmin(admin.ModelAdmin):
+    form = AcpRunnerForm
+    list_display = [
+        "name",
+        "agent",
+        "enabled",
+        "command",
+        "trusted",
+        "tool_parse_mode",
+        "timeout_seconds",
+        "updated_at",
+    ]
+    list_filter = ["enabled", "trusted", "tool_parse_mode", "agent"]
+    search_fields = ["name", "command", "agent__name"]
+    raw_id_fields = ["agent"]

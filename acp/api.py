@@ -1,0 +1,51 @@
+"""REST for ACP runners per agent (PROTOCOL §2): site configuration, readable by all, writable by staff."""
+
+from __future__ import annotations
+
+import re
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from acp.serializers import RunnerInputSerializer
+from acp.services import RunnerEnvError, runner_delete, runner_get, runner_list, runner_upsert
+from agents.api import AgentConfigApi
+from agents.models import NAME_PATTERN
+from agentsite.errors import ApiError
+
+_RUNNER_NAME = re.compile(NAME_PATTERN)
+
+
+class _AgentRunnersBase(AgentConfigApi):
+    pass
+
+
+class AgentRunnerListApi(_AgentRunnersBase):
+    def get(self, request: Request, name: str) -> Response:
+        return Response({"runners": runner_list(agent=self._agent(name))})
+
+
+class AgentRunnerApi(_AgentRunnersBase):
+    def get(self, request: Request, name: str, runner: str) -> Response:
+        found = runner_get(agent=self._agent(name), name=runner)
+        if found is None:
+            raise ApiError(404, "not_found", f"Runner {runner} not found for agent {name}.")
+        return Response(found.to_dict())
+
+    def put(self, request: Request, name: str, runner: str) -> Response:
+        agent = self._agent(name)
+        if not _RUNNER_NAME.fullmatch(runner):
+            message = "A runner name is 1-64 letters, digits, '_' or '-'."
+            raise ApiError(400, "invalid", f"name: {message}", fields={"name": [message]})
+        data = RunnerInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            stored = runner_upsert(agent=agent, name=runner, data=data.validated_data)
+        except RunnerEnvError as exc:
+            raise ApiError(400, "invalid", f"env: {exc}", fields={"env": [str(exc)]}) from None
+        return Response(stored.to_dict())
+
+    def delete(self, request: Request, name: str, runner: str) -> Response:
+        if not runner_delete(agent=self._agent(name), name=runner):
+            raise ApiError(404, "not_found", f"Runner {runner} not found for agent {name}.")
+        return Response(status=204)

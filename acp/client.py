@@ -1,0 +1,513 @@
+"""The ACP client: one external agent ("runner") subprocess and one ACP session with it.
+
+`AcpConnection` is an async context manager that owns the child process from spawn to the death
+of its whole process group. It speaks ACP (JSON-RPC over the child's stdio) through our own binding,
+`acp.peer`, on a strict transport, serves `fs/*` inside the workspace, routes permission
+requests through policy and then the `on_permission` callback, and hands `session/update`
+notifications to `on_update` in arrival order. Every failure of the runner becomes
+an `AcpError` with a sentence a user can act on; none leaves a hung call or a live process behind.
+
+Plain asyncio: no Django. Persistence and publishing are the caller's callbacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from acp.clock import RunnerClock
+from acp.fs import read_text_file, write_text_file
+from acp.jsonrpc import INVALID_PARAMS, JsonRpcError, ProtocolViolation
+from acp.peer import AcpPeer
+from acp.permissions import PendingPermissions
+from acp.policy import PermissionDecision, PermissionRequest, decide_permission
+from acp.process import RunnerProcess, SpawnError
+from acp.schema import (
+    PROTOCOL_VERSION,
+    CancelledOutcome,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+    InitializeRequest,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    SelectedOutcome,
+    SessionNotification,
+    WriteTextFileRequest,
+    WriteTextFileResponse,
+)
+from acp.spec import AcpError, AcpRunnerSpec, ErrorCode
+from acp.transport import StrictNdjsonTransport
+from acp.updates import RenderedUpdate, message_text, render_update
+
+logger = logging.getLogger(__name__)
+
+ConnectionState = Literal["open", "running", "waiting_for_permission", "exited", "closed"]
+OnUpdate = Callable[[RenderedUpdate], Awaitable[None] | None]
+OnPermission = Callable[[PermissionRequest], Awaitable[str | None]]
+OnPolicyDecision = Callable[[PermissionRequest, PermissionDecision], Awaitable[None] | None]
+T = TypeVar("T")
+
+CLIENT_NAME = "agentsite"
+CLIENT_VERSION = "0.1.0"
+_EXIT_GRACE_SECONDS = 0.5  # after the runner exits, how long its last stdout frames may still arrive
+
+
+@dataclass(frozen=True)
+class _Callbacks:
+    on_update: OnUpdate | None
+    on_permission: OnPermission | None
+    on_policy_decision: OnPolicyDecision | None
+
+
+class _ClientHandlers:
+    """What the runner may ask of us (`acp.peer.ClientHandlers`), forwarded to the connection."""
+
+    def __init__(self, owner: AcpConnection) -> None:
+        self._owner = owner
+
+    def session_update(self, notification: SessionNotification) -> None:
+        self._owner._receive_update(notification)
+
+    async def request_permission(self, request: RequestPermissionRequest) -> RequestPermissionResponse:
+        return await self._owner._answer_permission(request)
+
+    async def read_text_file(self, request: ReadTextFileRequest) -> ReadTextFileResponse:
+        return await read_text_file(
+            self._owner.spec.cwd,
+            request.path,
+            line=request.line,
+            limit=request.limit,
+            visible=self._owner.spec.visible_cwd,
+        )
+
+    async def write_text_file(self, request: WriteTextFileRequest) -> WriteTextFileResponse:
+        if self._owner._approval_mode == "read_only":
+            message = "Writing files is refused: approval mode read_only."
+            raise JsonRpcError(INVALID_PARAMS, message, {"path": request.path})
+        return await write_text_file(
+            self._owner.spec.cwd, request.path, request.content, visible=self._owner.spec.visible_cwd
+        )
+
+
+class AcpConnection:
+    """One runner subprocess and one ACP session with it.
+
+    Use as `async with AcpConnection(spec, on_update=..., on_permission=...) as conn:` then
+    `await conn.prompt(text)`. Leaving the block (or `close()`) ends the runner's whole process group.
+
+    - `on_update(update)`: each rendered `session/update` (see `acp.updates`), in arrival order,
+      from one consumer task; it may be async. It should not block for long: `prompt` waits for it.
+    - `on_permission(request)`: asked when policy does not decide; returns an offered `option_id`, or
+      None for the `cancelled` outcome. Its task is cancelled when `cancel()`/`close()` answer first.
+    - `on_policy_decision(request, decision)`: told when policy answered without asking the user.
+    - `startup_timeout` bounds `initialize` + `session/new`; `spec.timeout_seconds` bounds each prompt.
+    - `shutdown_grace` / `term_grace`: how long `close()` waits after closing stdin / after SIGTERM.
+    """
+
+    def __init__(
+        self,
+        spec: AcpRunnerSpec,
+        *,
+        on_update: OnUpdate | None = None,
+        on_permission: OnPermission | None = None,
+        on_policy_decision: OnPolicyDecision | None = None,
+        startup_timeout: float = 60.0,
+        shutdown_grace: float = 1.0,
+        term_grace: float = 2.0,
+    ) -> None:
+        self.spec = spec
+        self._startup_timeout = startup_timeout
+        self._shutdown_grace = shutdown_grace
+        self._term_grace = term_grace
+        self._defaults = _Callbacks(on_update, on_permission, on_policy_decision)
+        self._callbacks = self._defaults
+        self._state: ConnectionState = "closed"
+        self._process: RunnerProcess | None = None
+        self._transport: StrictNdjsonTransport | None = None
+        self._conn: AcpPeer | None = None
+        self._updates: asyncio.Queue[BaseModel] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._exited = asyncio.Event()
+        self._clock: RunnerClock | None = None
+        self._reply: list[str] = []
+        self._approval_mode = "ask"
+        self._permissions = PendingPermissions()
+        self._closing = False
+        self._closed_by_caller = False
+        self._teardown_task: asyncio.Task[None] | None = None
+        self.session_id: str | None = None
+        self.agent_info: Implementation | None = None
+        self.stop_reason: str | None = None
+
+    # -- public API ---------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        """`open` | `running` | `waiting_for_permission` | `exited` (runner died) | `closed`."""
+        if self._state == "running" and self._permissions:
+            return "waiting_for_permission"
+        return self._state
+
+    @property
+    def pid(self) -> int | None:
+        """The runner's pid, which is also its process group id."""
+        return self._process.pid if self._process else None
+
+    @property
+    def stderr_tail(self) -> str:
+        """The last few KiB the runner wrote to stderr (for diagnostics)."""
+        return self._process.stderr_tail.text() if self._process else ""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Spawn the runner, `initialize` it and open an ACP session in the workspace."""
+        if self._process is not None:
+            raise AcpError("This runner connection was already started.", code="busy")
+        try:
+            if self.spec.sandbox is None:
+                raise SpawnError("no sandbox was given to start it in.")
+            self._process = await RunnerProcess.spawn(
+                self.spec.command,
+                list(self.spec.args),
+                sandbox=self.spec.sandbox,
+                confinement=self.spec.confinement(),
+            )
+        except SpawnError as exc:
+            self._state = "exited"
+            raise AcpError(f"Runner '{self.spec.name}': {exc}", code="spawn_failed") from exc
+        process = self._process.process
+        assert process.stdout is not None and process.stdin is not None
+        self._transport = StrictNdjsonTransport(process.stdout, process.stdin)
+        # We serve what we advertise (fs, permissions, updates); anything else, terminals included,
+        # is answered "method not found".
+        self._conn = AcpPeer(self._transport, _ClientHandlers(self), name=f"acp-{self.spec.name}")
+        self._conn.start()
+        self._tasks = [
+            asyncio.create_task(self._deliver_updates(), name="acp-updates"),
+            asyncio.create_task(self._watch_exit(), name="acp-exit-watch"),
+        ]
+        try:
+            await self._handshake()
+        except BaseException:
+            await self._teardown("exited")
+            raise
+        self._state = "open"
+
+    async def prompt(
+        self,
+        text: str,
+        *,
+        approval_mode: str = "ask",
+        on_update: OnUpdate | None = None,
+        on_permission: OnPermission | None = None,
+        on_policy_decision: OnPolicyDecision | None = None,
+    ) -> str:
+        """Send `session/prompt`; the runner's reply text (its `agent_message_chunk`s, joined).
+
+        Bounded by the runner's `timeout_seconds` of its own time (waiting for the user's permission
+        answer does not count). A timeout, crash or protocol violation ends the runner and raises.
+        Callbacks given here replace the connection's for this prompt only (a session outlives the
+        tool call that started it). Every update is delivered to `on_update` before this returns.
+        """
+        conn, session_id = self._ready_for_prompt()
+        self._state = "running"
+        self._reply = []
+        self._approval_mode = approval_mode
+        self.stop_reason = None
+        defaults = self._defaults
+        self._callbacks = _Callbacks(
+            on_update or defaults.on_update,
+            on_permission or defaults.on_permission,
+            on_policy_decision or defaults.on_policy_decision,
+        )
+        try:
+            response = await self._call(
+                conn.prompt(session_id, text),
+                phase="session/prompt",
+                seconds=self.spec.timeout_seconds,
+            )
+            await self._updates.join()
+        except asyncio.CancelledError:
+            await self._cancel_quietly()
+            raise
+        except AcpError as exc:
+            await self._after_failure(exc)
+            raise
+        finally:
+            self._callbacks = defaults
+            self._approval_mode = "ask"
+        self.stop_reason = response.stop_reason
+        self._state = "open"
+        return "".join(self._reply)
+
+    async def cancel(self) -> None:
+        """`session/cancel` the running prompt and answer pending permission requests `cancelled`."""
+        self._permissions.cancel_all()
+        if self._conn is None or self.session_id is None or self._state not in ("running", "open"):
+            return
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._conn.cancel(self.session_id)
+
+    async def close(self) -> None:
+        """End the session: close stdin, wait briefly, SIGTERM the group, wait, SIGKILL the group."""
+        await self._teardown("closed")
+
+    # -- handshake and calls ------------------------------------------------------------------------
+
+    async def _handshake(self) -> None:
+        conn = self._require_conn()
+        initialize = InitializeRequest(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True)
+            ),
+            client_info=Implementation(name=CLIENT_NAME, version=CLIENT_VERSION),
+        )
+        response = await self._call(
+            conn.initialize(initialize),
+            phase="initialize",
+            seconds=self._startup_timeout,
+        )
+        if response.protocol_version != PROTOCOL_VERSION:
+            raise AcpError(
+                f"Runner '{self.spec.name}' speaks ACP protocol version {response.protocol_version}; "
+                f"agentsite speaks version {PROTOCOL_VERSION}.",
+                code="initialize_failed",
+            )
+        self.agent_info = response.agent_info
+        session = await self._call(
+            conn.new_session(self.spec.visible_cwd),
+            phase="session/new",
+            seconds=self._startup_timeout,
+        )
+        self.session_id = session.session_id
+
+    async def _call(self, request: Coroutine[Any, Any, T], *, phase: str, seconds: float) -> T:
+        """Await one request to the runner, turning every way it can fail into an AcpError."""
+        self._clock = RunnerClock()
+        task = asyncio.ensure_future(request)
+        try:
+            return await self._bounded(task, self._clock, phase, seconds)
+        except JsonRpcError as exc:
+            code: ErrorCode = "initialize_failed" if phase == "initialize" else "runner_error"
+            raise AcpError(f"Runner '{self.spec.name}' refused {phase}: {_describe(exc)}", code=code) from exc
+        except (ValidationError, ProtocolViolation) as exc:
+            raise AcpError(
+                f"Runner '{self.spec.name}' answered {phase} with an invalid message.", code="protocol_error"
+            ) from exc
+        except (ConnectionError, OSError) as exc:
+            raise await self._lost_runner_error(phase) from exc
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    async def _bounded(self, task: asyncio.Future[T], clock: RunnerClock, phase: str, seconds: float) -> T:
+        """Wait for `task` within `seconds` of the runner's own time, noticing early if it exits."""
+        while True:
+            remaining = None if clock.paused else seconds - clock.used()
+            if remaining is not None and remaining <= 0:
+                raise AcpError(
+                    f"Runner '{self.spec.name}' did not answer {phase} within {seconds:g} seconds.",
+                    code="timeout",
+                )
+            changed = asyncio.ensure_future(clock.changed())
+            exited = asyncio.ensure_future(self._exited.wait())
+            waiters: set[asyncio.Future[Any]] = {task, changed, exited}
+            try:
+                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                changed.cancel()
+                exited.cancel()
+            if task.done():
+                return task.result()
+            if self._exited.is_set():
+                # Its last frames may still be in the pipe: give them a moment before calling it a crash.
+                await asyncio.wait({task}, timeout=_EXIT_GRACE_SECONDS)
+                if task.done():
+                    return task.result()
+                raise await self._lost_runner_error(phase)
+
+    async def _lost_runner_error(self, phase: str) -> AcpError:
+        """Explain why the connection to the runner ended during `phase`."""
+        if self._closing:
+            return AcpError(f"Runner '{self.spec.name}' was closed.", code="closed")
+        if self._transport is not None and self._transport.violation:
+            return AcpError(f"Runner '{self.spec.name}': {self._transport.violation}", code="protocol_error")
+        assert self._process is not None
+        returncode = await self._process.wait_exit(_EXIT_GRACE_SECONDS)
+        status = f"exited with code {returncode}" if returncode is not None else "closed its output"
+        code: ErrorCode = "initialize_failed" if phase in ("initialize", "session/new") else "crashed"
+        message = f"Runner '{self.spec.name}' {status} during {phase}."
+        tail = self.stderr_tail
+        if tail:
+            message += f" Its last error output: {tail[-500:]}"
+        return AcpError(message, code=code)
+
+    def _ready_for_prompt(self) -> tuple[AcpPeer, str]:
+        if self._state in ("running", "waiting_for_permission"):
+            raise AcpError(f"Runner '{self.spec.name}' is still working on a prompt.", code="busy")
+        if self._state == "exited":
+            raise AcpError(f"Runner '{self.spec.name}' has exited; start it again.", code="closed")
+        if self._state != "open" or self._conn is None or self.session_id is None:
+            raise AcpError(f"Runner '{self.spec.name}' is not open.", code="closed")
+        return self._conn, self.session_id
+
+    async def _after_failure(self, exc: AcpError) -> None:
+        """A failed prompt: an error answer leaves the session usable; anything else ends the runner."""
+        if exc.code == "runner_error":
+            self._state = "open"
+            return
+        await self._teardown("closed" if exc.code == "closed" else "exited")
+
+    async def _cancel_quietly(self) -> None:
+        """The caller gave up on the prompt (its task was cancelled): tell the runner, keep the session."""
+        self._permissions.cancel_all()
+        if self._conn is not None and self.session_id is not None and self._state == "running":
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._conn.cancel(self.session_id)), 1.0)
+            self._state = "open"
+
+    def _require_conn(self) -> AcpPeer:
+        assert self._conn is not None
+        return self._conn
+
+    # -- incoming: updates, permissions, files ------------------------------------------------------
+
+    def _receive_update(self, notification: SessionNotification) -> None:
+        """Called in arrival order, before the runner's next message is read: queue and return."""
+        if notification.session_id != self.session_id:
+            return
+        update = notification.update
+        text = message_text(update)
+        if text is not None and self._state == "running":
+            self._reply.append(text)
+        self._updates.put_nowait(update)
+
+    async def _deliver_updates(self) -> None:
+        """Consumer task: render each update and hand it to `on_update`, one at a time, in order."""
+        while True:
+            update = await self._updates.get()
+            try:
+                rendered = render_update(update, self.spec.tool_parse_mode)
+                on_update = self._callbacks.on_update
+                if rendered is not None and on_update is not None:
+                    await _maybe_await(on_update(rendered))
+            except Exception:
+                logger.exception("on_update failed for runner %s", self.spec.name)
+            finally:
+                self._updates.task_done()
+
+    async def _answer_permission(self, params: RequestPermissionRequest) -> RequestPermissionResponse:
+        request = PermissionRequest.from_acp(params.tool_call, params.options)
+        decision = decide_permission(
+            request,
+            workspace=self.spec.cwd,
+            visible=self.spec.visible_cwd,
+            trusted=self.spec.trusted,
+            approval_mode=self._approval_mode,
+        )
+        if decision is not None:
+            on_policy_decision = self._callbacks.on_policy_decision
+            if on_policy_decision is not None:
+                with contextlib.suppress(Exception):
+                    await _maybe_await(on_policy_decision(request, decision))
+            return _permission_response(decision.option_id)
+        on_permission = self._callbacks.on_permission
+        if on_permission is None or self._closing:
+            return _permission_response(None)
+        option_id = await self._permissions.ask(on_permission, request, pause=self._clock)
+        return _permission_response(option_id if request.has_option(option_id) else None)
+
+    # -- lifetime ------------------------------------------------------------------------------------
+
+    async def _watch_exit(self) -> None:
+        """Notice a runner that exits on its own, even while no call is waiting on it."""
+        assert self._process is not None
+        await self._process.process.wait()
+        self._exited.set()
+        if self._closing:
+            return
+        idle = self._state == "open"
+        if self._state in ("open", "running"):
+            self._state = "exited"
+        if idle:  # nobody is waiting on it: end what it left behind now (a prompt does so itself)
+            self._begin_teardown()
+
+    async def _teardown(self, final_state: ConnectionState) -> None:
+        """Stop everything exactly once; concurrent callers wait for the same shutdown."""
+        if final_state == "closed":
+            self._closed_by_caller = True
+        teardown = self._begin_teardown()
+        try:
+            await asyncio.shield(teardown)
+        except asyncio.CancelledError:
+            await teardown
+            raise
+        finally:
+            self._state = "closed" if self._closed_by_caller else "exited"
+
+    def _begin_teardown(self) -> asyncio.Task[None]:
+        """Start the one shutdown task (without waiting for it) and refuse new work from now on."""
+        self._closing = True
+        self._permissions.cancel_all()
+        if self._teardown_task is None:
+            self._teardown_task = asyncio.ensure_future(self._shutdown())
+        return self._teardown_task
+
+    async def _shutdown(self) -> None:
+        if self._process is not None:
+            await self._process.terminate(grace=self._shutdown_grace, term_grace=self._term_grace)
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        for task in self._tasks:
+            if task is not current:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+def _permission_response(option_id: str | None) -> RequestPermissionResponse:
+    if option_id is None:
+        return RequestPermissionResponse(outcome=CancelledOutcome())
+    return RequestPermissionResponse(outcome=SelectedOutcome(option_id=option_id))
+
+
+def _describe(exc: JsonRpcError) -> str:
+    """The runner's error message plus its detail, if it gave one."""
+    message = exc.message
+    data = exc.data
+    if isinstance(data, dict):
+        detail = data.get("details") or data.get("detail") or data.get("message")
+        if detail:
+            message = f"{message} ({detail})"
+    return message
+
+
+async def _maybe_await(result: Awaitable[None] | None) -> None:
+    if inspect.isawaitable(result):
+        await result

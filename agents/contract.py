@@ -1,0 +1,77 @@
+"""The turn contract: what a chat session's queue hands a turn and what it gets back.
+
+`chat` (the queue, chat/live/controller.py) drives turns and `agents` (agents/turn.py) implements them;
+both import these types from here, so neither reaches into the other. Plain Python, no Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from agentsite.exceptions import DomainError
+
+ApprovalMode = Literal["ask", "full_access", "read_only"]
+APPROVAL_MODES: tuple[ApprovalMode, ...] = ("ask", "full_access", "read_only")
+
+
+@dataclass
+class ChatRequest:
+    message_id: str
+    content: str
+    config: dict[str, Any] | None = None
+    approval_mode: ApprovalMode = "ask"
+    model: str | None = None
+    # Internal options, never set from a client frame or REST body (cron runs use them, cron/runner.py):
+    # stream_events=False drops the streaming events (delta, thinking, tool_*, delegate_update) of this
+    # message's turn, so sockets get only its final answer (dispatch mode "final"); confirmation_timeout
+    # replaces AGENTSITE_CONFIRMATION_TIMEOUT for its confirmations (an unattended run waits up to its
+    # job's timeout).
+    stream_events: bool = True
+    confirmation_timeout: float | None = None
+
+
+@dataclass
+class TurnResult:
+    status: Literal["completed", "error"]
+    final_content: str = ""
+    stop_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: dict[str, str] | None = None
+
+
+class InputError(DomainError):
+    """A queue command that cannot be applied (`code`: no_longer_pending, duplicate_message_id,
+    session_closed, not_found, already_resolved, owner_unavailable, ...): REST answers with its status,
+    a socket with an `error` frame to the sender."""
+
+    status = 409
+    statuses = {"not_found": 404, "invalid": 400, "too_long": 400, "owner_unavailable": 503}
+
+    def __init__(self, code: str, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message, code=code, message_id=message_id)
+
+
+class StreamClosed(Exception):
+    """TurnStream.steer raises it when the turn can no longer take input."""
+
+
+class TurnStream(Protocol):
+    def steer(self, text: str) -> None: ...
+    def consume_inputs(self) -> list[str]: ...
+    def take_pending(self) -> list[str]: ...
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
+    async def result(self) -> TurnResult: ...
+    async def aclose(self) -> None: ...
+    def resolve_confirmation(self, confirmation_id: str, approved: bool, option_id: str | None) -> None: ...
+
+
+class Runtime(Protocol):
+    """Opens a turn; may return the stream or an awaitable of it (when opening needs I/O first).
+
+    A runtime may also have `prepare(request, *, session_id)`: called when a turn is about to start,
+    before its message is stored, so that the I/O of opening it runs alongside that write.
+    """
+
+    def stream(self, request: ChatRequest, *, session_id: str) -> TurnStream | Awaitable[TurnStream]: ...

@@ -1,0 +1,232 @@
+"""The Django side of a turn: which agent, model, history and tools a user message runs with.
+
+`DjangoRuntime.stream()` builds an `AgentTurn` (agents/turn.py, plain asyncio) for the controller;
+everything read from the database is read here, once, before the turn starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
+from agents.contract import ChatRequest
+from agents.demo import DemoModelClient
+from agents.llm import OpenAIModelClient
+from agents.models import ToolSetting
+from agents.sandbox.site import get_sandbox, workspace_dir
+from agents.services import ModelChoice, agent_get, model_choice_for
+from agents.tools import Tool, ToolContext, registry
+from agents.turn import AgentTurn
+from agentsite.db import database_call, database_sync_to_async
+from chat.models import Session
+from chat.store import DjangoTurnRecorder, history_for_model
+
+PREPARED_KEPT = 1000  # prepared setups of turns that never started, kept at most (then dropped)
+
+
+def may_run_unsandboxed(user_id: int) -> bool:
+    """Whether the user holds `agents.run_unsandboxed` (superusers hold every permission)."""
+    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+    return user is not None and user.has_perm("agents.run_unsandboxed")
+
+
+def enabled_tools(agent_name: str) -> list[Tool]:
+    switches = dict(ToolSetting.objects.filter(agent_id=agent_name).values_list("tool", "enabled"))
+    return [tool for tool in registry.all() if switches.get(tool.name, tool.default_enabled)]
+
+
+@dataclass
+class TurnSetup:
+    choice: ModelChoice
+    system_prompt: str
+    history: list[dict[str, Any]]
+    tools: list[Tool]
+    specs: list[dict[str, Any]]
+    workspace: Path
+    user_id: int
+    agent_name: str
+    sandbox_network: bool
+    may_run_unsandboxed: bool
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What a turn needs of its agent's site configuration (cached: it rarely changes)."""
+
+    found: bool
+    system_prompt: str
+    choice: ModelChoice
+    tools: list[Tool]
+    specs: list[dict[str, Any]]  # the tools' OpenAI specs, built once per configuration
+    sandbox_network: bool
+
+
+# Site configuration is read for every turn but changes rarely: keep it for a short while. A change made
+# in this process clears it at once (chat/apps.py connects the signals); other processes see it within
+# CONFIG_TTL_SECONDS.
+CONFIG_TTL_SECONDS = 2.0
+
+
+class TurnSetupCache:
+    """What turns read again and again, bounded: agents' configurations (a few seconds) and sessions'
+    owners (never change). The one piece of process-wide state of the runtime; `clear()` empties it."""
+
+    AGENTS_KEPT = 1_000
+    SESSIONS_KEPT = 100_000
+
+    def __init__(self) -> None:
+        self._agents: OrderedDict[str, tuple[float, AgentConfig]] = OrderedDict()
+        self._owners: OrderedDict[str, tuple[str, int]] = OrderedDict()
+
+    def agent(self, agent_name: str) -> AgentConfig:
+        cached = self._agents.get(agent_name)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < CONFIG_TTL_SECONDS:
+            return cached[1]
+        config = _read_agent_config(agent_name)
+        _remember(self._agents, agent_name, (now, config), self.AGENTS_KEPT)
+        return config
+
+    def owner(self, session_id: str) -> tuple[str, int]:
+        """The session's agent name and user id."""
+        owner = self._owners.get(session_id)
+        if owner is None:
+            owner = Session.objects.values_list("agent_name", "user_id").get(id=session_id)
+            _remember(self._owners, session_id, owner, self.SESSIONS_KEPT)
+        return owner
+
+    def clear(self, **_: Any) -> None:
+        """Forget the agents' configurations (a signal handler: a configuration row changed)."""
+        self._agents.clear()
+
+    def reset(self) -> None:
+        self._agents.clear()
+        self._owners.clear()
+
+
+def _remember(cache: OrderedDict[str, Any], key: str, value: Any, kept: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > kept:
+        cache.popitem(last=False)
+
+
+setup_cache = TurnSetupCache()
+
+
+def agent_config(agent_name: str) -> AgentConfig:
+    return setup_cache.agent(agent_name)
+
+
+def _read_agent_config(agent_name: str) -> AgentConfig:
+    agent = agent_get(name=agent_name)
+    tools = enabled_tools(agent_name) if agent else []
+    config = AgentConfig(
+        found=agent is not None,
+        system_prompt=agent.system_prompt if agent else "",
+        choice=model_choice_for(agent=agent),
+        tools=tools,
+        specs=[tool.openai_spec() for tool in tools],
+        sandbox_network=bool(agent and agent.sandbox_network),
+    )
+    return config
+
+
+def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
+    agent_name, user_id = setup_cache.owner(session_id)
+    config = setup_cache.agent(agent_name)
+    choice = config.choice
+    if request.model:
+        choice = dataclasses.replace(choice, model=request.model)
+    return TurnSetup(
+        choice=choice,
+        system_prompt=config.system_prompt,
+        history=history_for_model(session_id, before_message_id=request.message_id),
+        tools=config.tools,
+        specs=config.specs,
+        workspace=workspace_dir(user_id=user_id, session_id=session_id),
+        user_id=user_id,
+        agent_name=agent_name,
+        sandbox_network=config.sandbox_network,
+        # Only asked where it matters: without a sandbox, commands run for holders of the permission.
+        may_run_unsandboxed=get_sandbox().mode == "none" and may_run_unsandboxed(user_id),
+    )
+
+
+class DjangoRuntime:
+    """The controller's Runtime: one AgentTurn per user message."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[str, str, str], OpenAIModelClient] = {}
+        # (session, message) → its setup being read, from prepare() until stream() takes it
+        self._prepared: dict[tuple[str, str], asyncio.Future[TurnSetup]] = {}
+
+    def prepare(self, request: ChatRequest, *, session_id: str) -> None:
+        """Start reading the turn's setup now: it reaches the database thread together with the write of
+        the message (one hand-over instead of two before the first words of the answer)."""
+        if len(self._prepared) >= PREPARED_KEPT:  # turns that never started (cancelled before their lease)
+            for key in [key for key, future in self._prepared.items() if future.done()]:
+                stale = self._prepared.pop(key)
+                if not stale.cancelled():
+                    stale.exception()  # retrieved, so asyncio does not log it
+        self._prepared[(session_id, request.message_id)] = database_call(turn_setup, session_id, request)
+
+    def _client(self, choice: ModelChoice) -> OpenAIModelClient | DemoModelClient:
+        if choice.is_demo:
+            return DemoModelClient(delay=settings.AGENTSITE_DEMO_DELAY)
+        key = (choice.base_url, choice.api_key, choice.provider_name)
+        client = self._clients.get(key)
+        if client is None:
+            client = OpenAIModelClient(
+                base_url=choice.base_url, api_key=choice.api_key, provider_name=choice.provider_name
+            )
+            self._clients[key] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the cached provider clients (their HTTP connection pools)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    async def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn:
+        prepared = self._prepared.pop((session_id, request.message_id), None)
+        if prepared is not None:
+            setup = await prepared
+        else:
+            setup = await database_sync_to_async(turn_setup)(session_id, request)
+        return AgentTurn(
+            client=self._client(setup.choice),
+            model=setup.choice.model,
+            provider_name=setup.choice.provider_name,
+            system_prompt=setup.system_prompt,
+            history=setup.history,
+            request=request,
+            tools=setup.tools,
+            specs=setup.specs,
+            tool_context=ToolContext(
+                workspace=setup.workspace,
+                session_id=session_id,
+                sandbox=get_sandbox(),
+                user_id=setup.user_id,
+                agent_name=setup.agent_name,
+                sandbox_network=setup.sandbox_network,
+                may_run_unsandboxed=setup.may_run_unsandboxed,
+            ),
+            max_steps=settings.AGENTSITE_MAX_TOOL_STEPS,
+            # A cron run sets its own (its job's timeout, ChatRequest.confirmation_timeout); clients cannot.
+            confirmation_timeout=(
+                request.confirmation_timeout
+                if request.confirmation_timeout is not None
+                else settings.AGENTSITE_CONFIRMATION_TIMEOUT
+            ),
+            recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model),
+        )

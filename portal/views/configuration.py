@@ -1,0 +1,60 @@
+"""Settings pages: API keys (every user); agents, tool switches, ACP runners and providers (staff)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from acp.services import runner_list
+from agents.models import Agent, Provider, SiteDefault
+from agents.services import tool_items_for
+from agentsite.models import ApiKey
+from portal.access import AuthenticatedHttpRequest, staff_required
+
+TOOL_PARSE_MODES = ("call_title", "update_detail", "call_detail")
+
+
+@login_required
+def keys(request: AuthenticatedHttpRequest) -> HttpResponse:
+    own = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
+    return render(request, "portal/keys.html", {"keys": own, "nav": "keys"})
+
+
+@staff_required
+def agents(request: HttpRequest) -> HttpResponse:
+    context = {
+        "agents": Agent.objects.order_by("name"),
+        "providers": Provider.objects.order_by("name"),
+        "nav": "agents",
+    }
+    return render(request, "portal/agents.html", context)
+
+
+@staff_required
+def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
+    agent = Agent.objects.filter(name=name).first()
+    if agent is None:
+        raise Http404("Agent not found")
+    runners = sorted(runner_list(agent=agent).items())
+    context = {
+        "agent": agent,
+        "providers": Provider.objects.order_by("name"),
+        "tools": tool_items_for(agent=agent),
+        "runners": runners,
+        "parse_modes": TOOL_PARSE_MODES,
+        "nav": "agents",
+    }
+    return render(request, "portal/agent_detail.html", context)
+
+
+@staff_required
+def providers(request: HttpRequest) -> HttpResponse:
+    site = SiteDefault.load()
+    context = {
+        "providers": Provider.objects.order_by("name"),
+        "active_provider": site.provider_id,
+        "active_model": site.model,
+        "nav": "providers",
+    }
+    return render(request, "portal/providers.html", context)

@@ -1,0 +1,99 @@
+"""The house's shape (docs/architecture.md): which part may import which, and modules a newcomer can read.
+
+Read from the source with `ast` (every import, also those inside functions), never by importing it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+APPS = ("agents", "chat", "acp", "cron", "portal")
+# agentsite is two things: the kernel every app builds on (settings, database access, errors, fields,
+# authentication, accounts) and the composition root that wires the apps together.
+COMPOSITION = ("agentsite.urls", "agentsite.asgi", "agentsite.api", "agentsite.views", "agentsite.management")
+# Who may import whom. Dependencies point one way: portal → cron → chat → agents ← acp; all → kernel.
+ALLOWED = {
+    "kernel": set(),
+    "agents": {"kernel"},
+    "acp": {"kernel", "agents"},
+    "chat": {"kernel", "agents"},
+    "cron": {"kernel", "agents", "chat"},
+    "portal": {"kernel", "agents", "acp", "chat", "cron"},
+}
+MAX_LINES = 450
+
+
+def production_modules() -> dict[str, Path]:
+    modules = {}
+    for package in ("agentsite", *APPS):
+        for path in (ROOT / package).rglob("*.py"):
+            relative = path.relative_to(ROOT)
+            if "migrations" in relative.parts:
+                continue
+            name = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
+            modules[name] = path
+    return modules
+
+
+def component(module: str) -> str | None:
+    top = module.split(".", 1)[0]
+    if top in APPS:
+        return top
+    if top == "agentsite":
+        return "composition" if module.startswith(COMPOSITION) else "kernel"
+    return None
+
+
+def imports_of(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_apps_import_only_what_they_build_on() -> None:
+    wrong = []
+    for module, path in production_modules().items():
+        source = component(module)
+        if source in (None, "composition"):
+            continue
+        for imported in imports_of(path):
+            target = component(imported)
+            if target is not None and target != source and target not in ALLOWED[source]:
+                wrong.append(f"{module} imports {imported} ({source} → {target})")
+    assert wrong == []
+
+
+def test_the_allowed_dependencies_have_no_cycle() -> None:
+    def reaches(start: str, goal: str, seen: frozenset[str] = frozenset()) -> bool:
+        return any(
+            step == goal or (step not in seen and reaches(step, goal, seen | {step}))
+            for step in ALLOWED[start]
+        )
+
+    assert [name for name in ALLOWED if reaches(name, name)] == []
+
+
+def test_no_module_is_longer_than_a_newcomer_reads_in_one_sitting() -> None:
+    long = {
+        module: lines
+        for module, path in production_modules().items()
+        if (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("import chat.models\ndef f():\n    from cron.models import CronJob\nfrom . import x\n")
+    assert imports_of(sample) == {"chat.models", "cron.models"}
+    assert (
+        component("agentsite.db") == "kernel"
+        and component("agentsite.management.commands.serve") == "composition"
+    )
+    assert component("json") is None
