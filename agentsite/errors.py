@@ -1,4 +1,7 @@
-"""One translation of errors into the API's shape: {"error": {"code", "message", "fields"?}}."""
+"""The REST edge's one translation of errors into the API's shape: {"error": {"code", "message", "fields"?}}.
+
+Domain errors (agentsite/exceptions.py) raised anywhere under a view answer with their own status and
+code; DRF's own errors (validation, authentication, parsing) are reshaped to the same form."""
 
 from __future__ import annotations
 
@@ -11,18 +14,16 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from agentsite.exceptions import DomainError
+
 logger = logging.getLogger(__name__)
 
 
-class ApiError(exceptions.APIException):
-    """A domain error with its own code, raised by views: ApiError(409, "session_exists", "...")."""
+class ApiError(DomainError):
+    """An error a view names itself, with its status: ApiError(409, "protected", "...")."""
 
     def __init__(self, status_code: int, code: str, message: str, *, fields: dict[str, Any] | None = None):
-        super().__init__(detail=message, code=code)
-        self.status_code = status_code
-        self.error_code = code
-        self.message = message
-        self.fields = fields
+        super().__init__(message, code=code, status=status_code, fields=fields)
 
 
 def error_body(code: str, message: str, fields: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -63,8 +64,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             error_body("too_large", "The request body is larger than the server accepts."),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
-    if isinstance(exc, ApiError):
-        return Response(error_body(exc.error_code, exc.message, exc.fields), status=exc.status_code)
+    if isinstance(exc, DomainError):
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) if str(exc) else "Not found.")
     elif isinstance(exc, PermissionDenied):

@@ -1,4 +1,7 @@
-"""Chat REST API (PROTOCOL §2 "Chat sessions"): sessions, history, the queue, and SSE events."""
+"""Chat REST API (docs/protocol.md §2 "Chat sessions"): sessions, history, the queue, and SSE events.
+
+Views are thin: they parse input (chat/inputs.py), call services or the live sessions, and let domain
+errors through to the one REST translation (agentsite/errors.py)."""
 
 from __future__ import annotations
 
@@ -13,24 +16,17 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.contract import InputError
-from agentsite.db import database_sync_to_async
 from agentsite.errors import ApiError
-from chat.cluster import OwnerUnavailable, RemoteError
-from chat.events import encode_event
-from chat.exceptions import ChatError
-from chat.hub import call_from_sync, get_hub, message_submit
+from chat.inputs import ConfirmationReplyInput, parse, parse_message
+from chat.live import live_sessions
+from chat.live.bridge import call_from_sync
+from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
+from chat.live.events import encode_event
 from chat.models import Session
-from chat.serializers import (
-    MAX_CONTENT,
-    ConfirmationReplySerializer,
-    MessageCreateSerializer,
-    SessionCreateSerializer,
-    SessionUpdateSerializer,
-)
-from chat.service import Cancel, ConfirmationReply, Remove, Steer
+from chat.serializers import SessionCreateSerializer, SessionUpdateSerializer
 from chat.services import (
     message_list,
+    message_submit,
     session_close,
     session_create,
     session_get_for_user,
@@ -41,46 +37,29 @@ from chat.services import (
 
 SSE_KEEPALIVE_SECONDS = 15.0
 SSE_CLOSED_CHECK_SECONDS = 1.0  # how soon an open stream notices that its session was deleted
-_INPUT_ERROR_STATUS = {"not_found": 404, "already_resolved": 409, "invalid": 400, "owner_unavailable": 503}
-
-
-def _api_error(exc: ChatError | InputError) -> ApiError:
-    if isinstance(exc, ChatError):
-        return ApiError(exc.status, exc.code, exc.message)
-    return ApiError(_INPUT_ERROR_STATUS.get(exc.code, 409), exc.code, exc.message)
+CLOSED_SNAPSHOT: dict[str, Any] = {
+    "running": False,
+    "paused": False,
+    "active_message_id": None,
+    "pending": [],
+    "confirmations": [],
+}
 
 
 def _session(request: Request, session_id: str, *, open_only: bool = False) -> Session:
     getter = session_get_open_for_user if open_only else session_get_for_user
-    try:
-        return getter(user=request.user, session_id=session_id)
-    except ChatError as exc:
-        raise _api_error(exc) from None
+    return getter(user=request.user, session_id=session_id)
 
 
 def _snapshot(session: Session) -> dict[str, Any]:
     if not session.is_open:
-        return {
-            "running": False,
-            "paused": False,
-            "active_message_id": None,
-            "pending": [],
-            "confirmations": [],
-        }
-    try:
-        snapshot, _ = call_from_sync(get_hub().snapshot, session.id)
-    except (OwnerUnavailable, RemoteError):
-        raise ApiError(
-            503, "owner_unavailable", "The server process running this session does not answer."
-        ) from None
+        return dict(CLOSED_SNAPSHOT)
+    snapshot, _ = call_from_sync(live_sessions().snapshot, session.id)
     return snapshot
 
 
-def _run(session_id: str, command: Any) -> Any:
-    try:
-        return call_from_sync(get_hub().dispatch, session_id, command)
-    except InputError as exc:
-        raise _api_error(exc) from None
+def _run(session_id: str, command: Command) -> Any:
+    return call_from_sync(live_sessions().dispatch, session_id, command)
 
 
 class SessionListApi(generics.GenericAPIView):
@@ -92,10 +71,7 @@ class SessionListApi(generics.GenericAPIView):
     def post(self, request: Request) -> Response:
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            session = session_create(user=request.user, **data.validated_data)
-        except ChatError as exc:
-            raise _api_error(exc) from None
+        session = session_create(user=request.user, **data.validated_data)
         return Response(session.to_dict(), status=200)
 
 
@@ -113,7 +89,7 @@ class SessionDetailApi(APIView):
     def delete(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
         if session.is_open:
-            call_from_sync(get_hub().close_session, session.id)
+            call_from_sync(live_sessions().close, session.id)
             session_close(session=session)
         return Response({"session_id": session.id, "status": "closed"})
 
@@ -126,14 +102,8 @@ class MessageListApi(APIView):
 
     def post(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id, open_only=True)
-        data = MessageCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        if len(data.validated_data["content"]) > MAX_CONTENT:
-            raise ApiError(400, "too_long", f"Message content is longer than {MAX_CONTENT} characters.")
-        try:
-            ack = call_from_sync(message_submit, session_id=session.id, **data.validated_data)
-        except InputError as exc:
-            raise _api_error(exc) from None
+        message = parse_message(request.data)
+        ack = call_from_sync(message_submit, session_id=session.id, **message.submit_options())
         return Response(ack, status=202)
 
 
@@ -159,13 +129,8 @@ class CancelApi(APIView):
 class ConfirmationApi(APIView):
     def post(self, request: Request, session_id: str, confirmation_id: str) -> Response:
         session = _session(request, session_id, open_only=True)
-        data = ConfirmationReplySerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        reply = ConfirmationReply(
-            confirmation_id=confirmation_id,
-            approved=data.validated_data["approved"],
-            option_id=data.validated_data.get("option_id"),
-        )
+        answer = parse(ConfirmationReplyInput, request.data)
+        reply = ConfirmationReply(confirmation_id, answer.approved, answer.option_id)
         _run(session.id, reply)
         body: dict[str, Any] = {"confirmation_id": confirmation_id, "approved": reply.approved}
         if reply.option_id:
@@ -202,8 +167,8 @@ def _closed_error(session_id: str) -> dict[str, Any]:
 
 
 async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
-    hub = get_hub()
-    attachment = await hub.attach(session_id, since)
+    live = live_sessions()
+    attachment = await live.attach(session_id, since)
     snapshot, last_seq = attachment.snapshot, attachment.last_seq
     sent = last_seq
     try:
@@ -220,7 +185,7 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
             try:
                 event = await asyncio.wait_for(attachment.queue.get(), SSE_CLOSED_CHECK_SECONDS)
             except TimeoutError:
-                if await _is_closed(session_id):  # deleted: end the stream as the socket is closed (4410)
+                if await live.is_closed(session_id):  # deleted: end the stream as the socket is closed (4410)
                     yield _sse_frame(_closed_error(session_id))
                     return
                 idle += SSE_CLOSED_CHECK_SECONDS
@@ -236,11 +201,4 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
                 sent = seq
             yield _sse_frame(event)
     finally:
-        await hub.detach(attachment)
-
-
-async def _is_closed(session_id: str) -> bool:
-    controller = get_hub().service.peek(session_id)
-    if controller is not None:
-        return controller.closed
-    return await database_sync_to_async(Session.objects.filter(id=session_id, status="closed").exists)()
+        await live.detach(attachment)

@@ -1,7 +1,8 @@
-"""The chat WebSocket: authenticate, validate frames, dispatch to the session service, send events.
+"""The chat WebSocket: authenticate, validate frames, dispatch to the live sessions, send events.
 
-A thin adapter (STYLE.md): queue semantics live in the SessionController. Events of this process's
-sessions arrive on the controller's subscriber queue and are sent directly (no channel-layer hop).
+A thin adapter: queue semantics live in the session's controller (chat/live/). Events of this process's
+sessions arrive on the controller's subscriber queue and are sent directly (no channel-layer hop). This
+is also the sockets' one translation of domain errors into `error` frames (`error_frame`).
 """
 
 from __future__ import annotations
@@ -17,19 +18,16 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.utils import await_many_dispatch
 from django.conf import settings
 
-from agents.contract import InputError
 from agentsite.db import database_call, database_sync_to_async
 from agentsite.eventqueue import EventQueue
+from agentsite.exceptions import DomainError
 from agentsite.services import api_key_is_active
 from agentsite.ws_auth import SEND
-from chat import frames
-from chat.cluster import OwnerUnavailable, RemoteError
-from chat.events import encode_event
-from chat.exceptions import ChatError
-from chat.hub import Attachment, NotOwner, get_hub, message_submit
-from chat.service import Cancel, ConfirmationReply, Remove, Steer
-from chat.services import session_get_open_for_user
-from chat.store import message_id_taken
+from chat import inputs
+from chat.live import Attachment, Unavailable, live_sessions
+from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
+from chat.live.events import encode_event
+from chat.services import message_submit, session_get_open_for_user
 
 logger = logging.getLogger(__name__)
 
@@ -101,23 +99,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await database_sync_to_async(session_get_open_for_user)(
                 user=self.scope["user"], session_id=self.session_id
             )
-        except ChatError as exc:
+        except DomainError as exc:
             close_code = CLOSE_CLOSED if exc.code == "session_closed" else CLOSE_NOT_FOUND
             await self._refuse(
                 "closed" if exc.code == "session_closed" else "not_found", exc.message, close_code
             )
             return
-        hub = get_hub()
+        live = live_sessions()
         try:
-            attachment = await hub.attach(self.session_id, self._since())
-        except (OwnerUnavailable, RemoteError, NotOwner):
+            attachment = await live.attach(self.session_id, self._since())
+        except Unavailable:
             await self._refuse(
                 "unavailable", "The session is changing server process; reconnect.", CLOSE_TRY_AGAIN
             )
             return
         self.attachment = attachment
         self.queue = attachment.queue
-        hub.register(self.session_id, self)
+        live.register(self.session_id, self)
         connected = {
             "type": "connected",
             "session_id": self.session_id,
@@ -160,7 +158,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return 0
 
     async def _refuse(self, code: str, message: str, close_code: int) -> None:
-        await self.send_text(encode_event({"type": "error", "data": {"code": code, "message": message}}))
+        await self._send_error(DomainError(message, code=code))
         await self.close(code=close_code)
 
     async def _send_events(self, queue: EventQueue) -> None:
@@ -190,10 +188,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.sender.cancel()
             await asyncio.gather(self.sender, return_exceptions=True)
             self.sender = None
-        hub = get_hub()
+        live = live_sessions()
         if self.attachment is not None:
-            await hub.detach(self.attachment)
-            hub.unregister(self.session_id, self)
+            await live.detach(self.attachment)
+            live.unregister(self.session_id, self)
             self.attachment = None
             self.queue = None
 
@@ -209,68 +207,47 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ValueError:
             logger.info("ignored a non-JSON frame on session %s", self.session_id)
             return
-        if not isinstance(data, dict) or data.get("type") not in frames.KNOWN_TYPES:
+        if not isinstance(data, dict) or data.get("type") not in inputs.KNOWN_TYPES:
             logger.info("ignored a frame of unknown type on session %s", self.session_id)
             return
-        frame: Any = None
-        invalid: frames.InvalidFrame | None = None
-        try:
-            frame = frames.parse_frame(data)
-        except frames.InvalidFrame as exc:
-            invalid = exc
-        # The key is checked on every frame (a revoked key is refused at once); for a message with its
-        # own id, the duplicate-id check goes to the database with it, in the same hand-over.
+        # The key is checked on every frame: a revoked key is refused at once.
         key = self.scope.get("api_key")
-        check_id = isinstance(frame, frames.MessageFrame) and frame.message_id is not None
-        active = database_call(api_key_is_active, key) if key else None
-        taken = database_call(message_id_taken, self.session_id, frame.message_id) if check_id else None
-        await asyncio.gather(*(check for check in (active, taken) if check is not None))
-        if active is not None and not active.result():
+        if key and not await database_call(api_key_is_active, key):
             await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
             return
-        id_taken = taken.result() if taken is not None else None
-        if invalid is not None:
-            await self._error(invalid.code, invalid.message)
-            return
         try:
-            await self._handle(frame, id_taken=id_taken)
-        except InputError as exc:
-            await self._error(exc.code, exc.message, message_id=exc.message_id)
+            await self._handle(inputs.parse_frame(data))
+        except inputs.InvalidInput as exc:
+            await self._send_error(
+                DomainError(f"Invalid '{data.get('type')}' frame: {exc.message}.", code="invalid_frame")
+            )
+        except DomainError as exc:
+            await self._send_error(exc)
 
-    async def _handle(self, frame: Any, *, id_taken: bool | None = None) -> None:
-        service = get_hub()
+    async def _handle(self, frame: inputs.Frame) -> None:
+        live = live_sessions()
         match frame:
-            case frames.Ping():
+            case inputs.Ping():
                 await self.send_text(encode_event({"type": "pong"}))
-            case frames.MessageFrame():
-                await message_submit(
-                    session_id=self.session_id,
-                    content=frame.content,
-                    message_id=frame.message_id,
-                    steer=frame.steer,
-                    config=frame.config.model_dump() if frame.config else None,
-                    approval_mode=frame.approval_mode,
-                    model=frame.model,
-                    id_taken=id_taken,
-                )
-            case frames.SteerFrame():
-                await service.dispatch(self.session_id, Steer(message_id=frame.message_id))
-            case frames.RemoveFrame():
-                await service.dispatch(self.session_id, Remove(message_id=frame.message_id))
-            case frames.CancelFrame():
-                await service.dispatch(self.session_id, Cancel())
-            case frames.ConfirmationReplyFrame():
-                await service.dispatch(
-                    self.session_id,
-                    ConfirmationReply(
-                        confirmation_id=frame.confirmation_id,
-                        approved=frame.approved,
-                        option_id=frame.option_id,
-                    ),
-                )
+            case inputs.MessageFrame():
+                await message_submit(session_id=self.session_id, **frame.submit_options())
+            case inputs.SteerFrame():
+                await live.dispatch(self.session_id, Steer(message_id=frame.message_id))
+            case inputs.RemoveFrame():
+                await live.dispatch(self.session_id, Remove(message_id=frame.message_id))
+            case inputs.CancelFrame():
+                await live.dispatch(self.session_id, Cancel())
+            case inputs.ConfirmationReplyFrame():
+                reply = ConfirmationReply(frame.confirmation_id, frame.approved, frame.option_id)
+                await live.dispatch(self.session_id, reply)
 
-    async def _error(self, code: str, message: str, *, message_id: str | None = None) -> None:
-        data: dict[str, Any] = {"code": code, "message": message}
-        if message_id is not None:
-            data["message_id"] = message_id
-        await self.send_text(encode_event({"type": "error", "data": data}))
+    async def _send_error(self, exc: DomainError) -> None:
+        await self.send_text(encode_event(error_frame(exc)))
+
+
+def error_frame(exc: DomainError) -> dict[str, Any]:
+    """A domain error as the `error` frame that goes to the socket whose frame caused it."""
+    data: dict[str, Any] = {"code": exc.code, "message": exc.message}
+    if exc.message_id is not None:
+        data["message_id"] = exc.message_id
+    return {"type": "error", "data": data}

@@ -1,15 +1,12 @@
-"""Domain errors of the chat app; translated to HTTP statuses / error frames only at the edges."""
+"""Domain errors of the chat app (kinds of agentsite.exceptions.DomainError); translated only at the edges."""
 
 from __future__ import annotations
 
+from agentsite.exceptions import DomainError
 
-class ChatError(Exception):
-    code = "error"
-    status = 400
 
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
+class ChatError(DomainError):
+    pass
 
 
 class SessionNotFound(ChatError):

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from agents.contract import ApprovalMode, ChatRequest
 from agents.models import DEFAULT_AGENT, Agent
 from agents.services import default_agent_ensure
 from chat.exceptions import AgentNotFound, SessionClosed, SessionExists, SessionNotFound
+from chat.live import live_sessions
+from chat.live.commands import Submit
 from chat.models import SESSION_ID_PATTERN, Message, Session
 
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
@@ -64,19 +68,43 @@ def session_rename(*, session: Session, title: str) -> Session:
     return session
 
 
-def session_title_from_first_message(*, session_id: str, content: str) -> None:
-    """Give an untitled session the start of its first message as a title, as chat portals do."""
-    title = " ".join(content.split())[:60]
-    if title:
-        Session.objects.filter(id=session_id, title="").update(title=title)
-
-
 @transaction.atomic
 def session_close(*, session: Session) -> Session:
     """Close the session's rows: the live controller is closed by the caller (SessionService)."""
     Message.objects.filter(session=session, status__in=Message.ACTIVE_STATES).update(status="closed")
     session.mark_closed()
     return session
+
+
+async def message_submit(
+    *,
+    session_id: str,
+    content: str,
+    message_id: str | None = None,
+    steer: bool = False,
+    config: dict[str, Any] | None = None,
+    approval_mode: ApprovalMode = "ask",
+    model: str | None = None,
+    stream_events: bool = True,
+    confirmation_timeout: float | None = None,
+) -> dict[str, Any]:
+    """Queue a user message (the socket's `message` frame, REST POST …/messages and cron runs).
+
+    A client's `message_id` is refused when the session has it already (`duplicate_message_id`: its first
+    write claims it, chat/store.py); the server assigns one otherwise. `stream_events` and
+    `confirmation_timeout` are internal (cron runs, see ChatRequest); the edges never pass them.
+    """
+    request = ChatRequest(
+        message_id=message_id or uuid.uuid4().hex,
+        content=content,
+        config=config,
+        approval_mode=approval_mode,
+        model=model,
+        stream_events=stream_events,
+        confirmation_timeout=confirmation_timeout,
+    )
+    ack: dict[str, Any] = await live_sessions().dispatch(session_id, Submit(request=request, steer=steer))
+    return ack
 
 
 def message_list(*, session: Session) -> QuerySet[Message]:

@@ -12,6 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from agents.contract import InputError
 from agentsite.db import database_sync_to_async, insert_row, table
 from chat.models import Message, Session
 
@@ -19,7 +20,7 @@ ENTERS_HISTORY = frozenset({"running", "steered"})
 _ENTERED_AT = Message._meta.get_field("entered_at")
 
 if TYPE_CHECKING:
-    from chat.controller import PendingItem
+    from chat.live.queue import PendingItem
 
 
 @dataclass
@@ -60,29 +61,40 @@ class DjangoQueueStore:
         self.token = token
         self._known: set[str] = set(known or ())  # message ids already stored for this session
 
-    async def save_message(self, item: PendingItem, *, status: str) -> None:
-        await database_sync_to_async(self._save_message)(item, status)
+    async def save_message(self, item: PendingItem, *, status: str, new: bool = False) -> None:
+        await database_sync_to_async(self._save_message)(item, status, new)
 
-    def _save_message(self, item: PendingItem, status: str) -> None:
+    def _save_message(self, item: PendingItem, status: str, new: bool) -> None:
         if self.token is None:
             # One process: nothing to fence, so one statement in autocommit mode (no BEGIN/COMMIT
             # around it): this runs twice for every message.
-            self._write_message(item, status)
+            self._write_message(item, status, new)
             return
         with transaction.atomic():
             _check_fence(self.session_id, self.token)
-            self._write_message(item, status)
+            self._write_message(item, status, new)
 
-    def _write_message(self, item: PendingItem, status: str) -> None:
+    def _write_message(self, item: PendingItem, status: str, new: bool) -> None:
         request = item.request
+        if new:
+            # The message's first write claims its id: the (session, message_id) constraint is the one rule
+            # for duplicate ids, whatever the message collides with (queued, running, history).
+            with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+                try:
+                    self._insert(item, status)
+                except IntegrityError:
+                    raise _duplicate(request.message_id) from None
+            self._known.add(request.message_id)
+            self._title_from_first_message(item)
+            return
         if request.message_id not in self._known:
-            # A new message: one INSERT (the common case: a submit), an UPDATE only if it was stored
-            # before (by another process, or before a restart).
+            # Stored before, by another process or before a restart; or, without `new`, stored now.
             try:
                 # A savepoint only inside a transaction; in autocommit a failed INSERT leaves nothing open.
                 with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
                     self._insert(item, status)
                 self._known.add(request.message_id)
+                self._title_from_first_message(item)
                 return
             except IntegrityError:
                 self._known.add(request.message_id)
@@ -102,6 +114,14 @@ class DjangoQueueStore:
                 " WHERE session_id = %s AND message_id = %s AND role = %s",
                 params,
             )
+        if status in ("pending", "running", "steered"):
+            self._title_from_first_message(item)
+
+    def _title_from_first_message(self, item: PendingItem) -> None:
+        """An untitled session takes the start of its first message (queue position 0) as its title."""
+        title = " ".join(item.request.content.split())[:60] if item.order == 0 else ""
+        if title:
+            Session.objects.filter(id=self.session_id, title="").update(title=title)
 
     def _insert(self, item: PendingItem, status: str) -> None:
         request = item.request
@@ -136,11 +156,20 @@ class DjangoQueueStore:
 
 
 def message_store_pending(*, session_id: str, request: Any) -> None:
-    """Store a message before its owner process has seen it (DESIGN.md §3: the database is the truth).
+    """Store a message before its owner process has seen it (docs/architecture.md: the database is the
+    truth). This write claims its id (a duplicate is refused, as the owner's store refuses one).
 
     It has no queue position yet (queue_order NULL): the owner gives it one when the command reaches it,
     or the next owner when it loads the queue (stored ones without a position go last, oldest first).
     """
+    try:
+        with transaction.atomic():
+            _insert_pending(session_id=session_id, request=request)
+    except IntegrityError:
+        raise _duplicate(request.message_id) from None
+
+
+def _insert_pending(*, session_id: str, request: Any) -> None:
     insert_row(
         Message,
         session_id=session_id,
@@ -161,7 +190,7 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
     With a fencing token, first claim the session: refused (Fenced) when a newer owner already did.
     """
     from agents.contract import ChatRequest
-    from chat.controller import PendingItem
+    from chat.live.queue import PendingItem
 
     session = Session.objects.select_for_update().get(id=session_id)
     if token is not None:
@@ -271,14 +300,10 @@ def history_for_model(session_id: str, *, before_message_id: str) -> list[dict[s
     return _drop_dangling_tool_calls(history)
 
 
-def message_id_taken(session_id: str, message_id: str) -> bool:
-    """Whether the session already has a message with this id (in its queue or its history)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT 1 FROM {table(Message)} WHERE session_id = %s AND message_id = %s LIMIT 1",
-            [session_id, message_id],
-        )
-        return cursor.fetchone() is not None
+def _duplicate(message_id: str) -> InputError:
+    return InputError(
+        "duplicate_message_id", f"Message {message_id} already exists in this session.", message_id=message_id
+    )
 
 
 def _drop_dangling_tool_calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+from agentsite.exceptions import DomainError
 
-class CronError(Exception):
-    code = "error"
-    status = 400
 
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
+class CronError(DomainError):
+    pass
 
 
 class JobNotFound(CronError):

@@ -1,6 +1,6 @@
 """Executing one cron run: deliver into the target chat session, wait for the outcome, record it.
 
-An agent job's input goes into the session's queue exactly like a user message (chat.hub.message_submit),
+An agent job's input goes into the session's queue exactly like a user message (chat.services.message_submit),
 so whoever watches the session sees it run; the run then follows that message's events until its
 `result`. A text job adds an assistant message. Every run is bounded by its job's timeout, and its
 CronRun row is finished in a `finally`, whatever happened (PROTOCOL §2).
@@ -20,9 +20,10 @@ from typing import Any
 from agents.contract import InputError
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
-from chat.hub import get_hub, message_submit
+from chat.live import live_sessions
+from chat.live.commands import Cancel, Remove, Steer
 from chat.models import Session
-from chat.service import Cancel, Remove, Steer
+from chat.services import message_submit
 from cron import services
 from cron.exceptions import DeliveryError
 from cron.models import CronJob, CronRun
@@ -149,7 +150,7 @@ async def _deliver_text(context: RunContext) -> Outcome:
     message = await database_sync_to_async(services.assistant_message_create)(
         session_id=context.session_id, message_id=context.message_id, content=text
     )
-    await get_hub().announce(
+    await live_sessions().announce(
         context.session_id,
         {"type": "final_answer", "message_id": message.message_id, "content": text, "is_final": True},
     )
@@ -159,13 +160,13 @@ async def _deliver_text(context: RunContext) -> Outcome:
 async def _deliver_agent(context: RunContext) -> Outcome:
     """Queue the job's input as a user message of the session and follow it to its `result`.
 
-    Everything goes through the hub, so it works the same whichever process owns the session.
+    Everything goes through the live sessions, so it works the same whichever process owns the session.
     """
     job = context.job
     request = parse_spec(RequestSpec, job.request, prefix="request")
     dispatch = services.job_dispatch(job)
-    hub = get_hub()
-    attachment = await hub.attach(context.session_id, None)  # before submitting: no event can be missed
+    live = live_sessions()
+    attachment = await live.attach(context.session_id, None)  # before submitting: no event can be missed
     snapshot = attachment.snapshot
     try:
         try:
@@ -183,7 +184,7 @@ async def _deliver_agent(context: RunContext) -> Outcome:
             raise DeliveryError(f"could not queue the job's input: {exc.message}") from None
         return await _follow(context, attachment.queue)
     finally:
-        await hub.detach(attachment)
+        await live.detach(attachment)
 
 
 async def _follow(context: RunContext, queue: EventQueue) -> Outcome:
@@ -235,7 +236,7 @@ def _outcome_of(data: dict[str, Any]) -> Outcome:
 
 async def _snapshot(context: RunContext) -> dict[str, Any] | None:
     try:
-        snapshot, _ = await get_hub().snapshot(context.session_id)
+        snapshot, _ = await live_sessions().snapshot(context.session_id)
     except Exception:  # the owner is changing: ask again at the next poll
         return None
     return snapshot
@@ -248,7 +249,7 @@ async def _is_active(context: RunContext) -> bool:
 
 async def _on_confirmation(context: RunContext, data: dict[str, Any]) -> None:
     """Nobody watches the session: the owner learns from the inbox that the run waits for a decision."""
-    if await get_hub().watcher_count(context.session_id) > 0:
+    if await live_sessions().watcher_count(context.session_id) > 0:
         return
     await database_sync_to_async(services.approval_item_create)(
         run_id=context.run_id, session_id=context.session_id, confirmation=data
@@ -263,7 +264,7 @@ async def _send_now_if_stuck(context: RunContext) -> None:
     waiting = any(item["message_id"] == context.message_id for item in snapshot["pending"])
     if waiting and not snapshot["running"] and snapshot["paused"]:
         try:
-            await get_hub().dispatch(context.session_id, Steer(message_id=context.message_id))
+            await live_sessions().dispatch(context.session_id, Steer(message_id=context.message_id))
         except InputError:
             pass  # it started or left the queue meanwhile: its events tell
 
@@ -277,9 +278,9 @@ async def _abandon_message(context: RunContext) -> None:
         return
     try:
         if snapshot["active_message_id"] == context.message_id:
-            await get_hub().dispatch(context.session_id, Cancel())
+            await live_sessions().dispatch(context.session_id, Cancel())
         elif any(item["message_id"] == context.message_id for item in snapshot["pending"]):
-            await get_hub().dispatch(context.session_id, Remove(message_id=context.message_id))
+            await live_sessions().dispatch(context.session_id, Remove(message_id=context.message_id))
     except InputError:
         pass
     except Exception:

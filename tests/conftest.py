@@ -86,13 +86,13 @@ def api(client: Any) -> Iterator[Any]:
 @pytest.fixture(autouse=True)
 async def fresh_hub() -> AsyncIterator[None]:
     """Each test gets its own live sessions (controllers are bound to the test's event loop)."""
-    from chat.hub import reset_hub
+    from chat.live import reset_live_sessions
     from chat.runtime import setup_cache
 
     setup_cache.reset()  # rows of the previous test are gone (flushed without signals)
-    await reset_hub()
+    await reset_live_sessions()
     yield
-    await reset_hub()
+    await reset_live_sessions()
 
 
 pytest_plugins = ["tests.support.fake_llm_fixtures"]

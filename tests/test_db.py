@@ -12,11 +12,12 @@ from asgiref.sync import async_to_sync
 from django.db import connection
 from django.utils import timezone
 
+from agents.contract import ChatRequest, InputError
 from agentsite import db
 from agentsite.db import database_call, database_sync_to_async, insert_row
 from agentsite.services import api_key_create, api_key_is_active, api_key_revoke
 from chat.models import Message, Session
-from chat.store import history_for_model, message_id_taken
+from chat.store import history_for_model, message_store_pending
 from tests import factories
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]
@@ -114,8 +115,19 @@ def test_history_reads_rows_in_the_order_they_entered_the_conversation() -> None
         {"role": "tool", "tool_call_id": "c1", "content": "file text"},
         {"role": "assistant", "content": "done"},
     ]
-    assert message_id_taken(session.id, "queued") and not message_id_taken(session.id, "other")
-    assert not message_id_taken(_session("bob").id, "queued")
+
+
+def test_storing_a_message_claims_its_id_in_its_session_only() -> None:
+    session, other = _session(), _session("bob")
+    message_store_pending(session_id=session.id, request=ChatRequest(message_id="m", content="one"))
+    with pytest.raises(InputError) as duplicate:
+        message_store_pending(session_id=session.id, request=ChatRequest(message_id="m", content="two"))
+    assert duplicate.value.code == "duplicate_message_id" and duplicate.value.status == 409
+    message_store_pending(session_id=other.id, request=ChatRequest(message_id="m", content="three"))
+    assert list(Message.objects.filter(message_id="m").values_list("content", flat=True).order_by("id")) == [
+        "one",
+        "three",
+    ]
 
 
 def test_api_key_is_active_until_revoked() -> None:
@@ -249,7 +261,7 @@ async def test_calls_made_together_go_over_together(batches: list[int]) -> None:
 async def test_a_fenced_owner_writes_nothing_and_the_current_owner_writes() -> None:
     """With several processes every queue write checks the session's owner token (chat/ownership.py)."""
     from agents.contract import ChatRequest
-    from chat.controller import PendingItem
+    from chat.live.queue import PendingItem
     from chat.store import DjangoQueueStore, Fenced
 
     session = await database_sync_to_async(_session)()

@@ -16,7 +16,6 @@ EVERY_USER_PAGES = ["/", "/settings/keys", "/jobs", "/inbox"]
 STAFF_PAGES = ["/settings/agents", "/settings/agents/default", "/settings/providers"]
 
 
-
 def logged_in(user: Any) -> Client:
     client = Client()
     client.force_login(user)

@@ -35,7 +35,6 @@ from tests.support.ws import connect, rest
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun, pytest.mark.timeout(60)]
 
 
-
 @pytest.fixture
 async def session(alice):  # type: ignore[no-untyped-def]
     return await sync_to_async(factories.session)(alice)
@@ -286,7 +285,7 @@ async def test_cancel_mid_prompt_cancels_the_runner_and_deleting_the_chat_sessio
 
 
 async def test_server_shutdown_ends_every_runner(session, alice_key, llm):
-    from chat.hub import reset_hub
+    from chat.live import reset_live_sessions
 
     marker = await sync_to_async(configure_runner)()
     llm.script(delegate("start", runner="mock_runner", message="stay"), Reply(text="open"))
@@ -294,7 +293,7 @@ async def test_server_shutdown_ends_every_runner(session, alice_key, llm):
     await run_turn(ws, "go")
     (pid,) = marker_pids(marker)
     await ws.disconnect()
-    await reset_hub()
+    await reset_live_sessions()
     assert group_gone(pid) and marker_pids(marker) == []
 
 

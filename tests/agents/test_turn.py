@@ -25,7 +25,7 @@ from agents.tools import registry
 from agents.tools.base import Tool, ToolContext, ToolParams
 from agents.turn import AgentTurn
 from agentsite.dev.fake_llm import FakeLLMServer, Reply, ScriptedToolCall
-from chat.controller import SessionController
+from chat.live.controller import SessionController
 from tests.support.sandboxes import sandbox_workspace
 
 pytest_plugins = ["tests.support.fake_llm_fixtures"]

@@ -21,7 +21,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
-from chat.controller import PendingItem
+from chat.live.queue import PendingItem
 
 WAIT_SECONDS = 2.0
 _RELEASE = {"type": "__release__"}
@@ -181,8 +181,12 @@ class RecordingStore:
         self.paused: bool | None = None
         self._seq = 0
 
-    async def save_message(self, item: PendingItem, *, status: str) -> None:
+    async def save_message(self, item: PendingItem, *, status: str, new: bool = False) -> None:
         await asyncio.sleep(0)  # a real store awaits I/O: let other tasks run meanwhile
+        if new and item.request.message_id in self.statuses:  # as the database's unique constraint does
+            raise InputError(
+                "duplicate_message_id", "Message already exists.", message_id=item.request.message_id
+            )
         self.statuses[item.request.message_id] = status
         self.log.append(("store", item.request.message_id, status))
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from channels_redis.pubsub import RedisPubSubChannelLayer
 
-from chat.cluster import Cluster, OwnerUnavailable, RemoteError
+from chat.live.cluster.channel import Cluster, OwnerUnavailable, RemoteError
 
 
 @pytest.fixture

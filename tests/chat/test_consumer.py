@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.test import override_settings
 
 from agentsite.models import ApiKey
-from chat.hub import get_hub
+from chat.live import live_sessions, reset_live_sessions
 from tests import factories
 from tests.support.ws import closed_with, connect, receive_until, rest, send
 
@@ -305,15 +306,15 @@ async def test_sessions_are_isolated(alice, alice_key):
 
 
 async def test_open_connections_are_tracked_and_forgotten_on_disconnect(session, alice_key):
-    hub = get_hub()
-    assert hub.connection_count(session.id) == 0
+    live = live_sessions()
+    assert live.sockets.count(session.id) == 0
     ws, _ = await connect(session.id, key=alice_key)
-    assert hub.connection_count(session.id) == 1
+    assert live.sockets.count(session.id) == 1
     ws2, _ = await connect(session.id, key=alice_key)
-    assert hub.connection_count(session.id) == 2
+    assert live.sockets.count(session.id) == 2
     await ws.disconnect()
     await ws2.disconnect()
-    assert hub.connection_count(session.id) == 0
+    assert live.sockets.count(session.id) == 0
 
 
 async def test_deleting_a_session_closes_its_sockets(session, alice_key, api):
@@ -358,18 +359,15 @@ async def test_since_older_than_what_this_process_retains_gets_resync_or_the_sha
 ):
     ws, _ = await connect(session.id, key=alice_key)
     await ws.disconnect()
-    hub = get_hub()
-    await hub.shutdown()  # a restart: this process keeps nothing of the session's past events
-    from chat.hub import reset_hub
-
-    await reset_hub()
+    # A restart: this process keeps nothing of the session's past events.
+    await reset_live_sessions()
     ws, first = await connect(session.id, key=alice_key)
     await send(ws, {"type": "cancel"})
     cancelled, _ = await receive_until(ws, "result")
     await ws.disconnect()
     ws, first = await connect(session.id, key=alice_key, since=0)
     after = await ws.receive_json_from()
-    if get_hub().scaled:
+    if settings.REDIS_URL:
         # Several processes share a replay store (Redis): what was published is still there.
         assert after == cancelled
     else:
@@ -384,9 +382,9 @@ async def test_an_idle_session_is_dropped_from_memory_and_comes_back_with_its_la
     await send(ws, {"type": "message", "content": "before the nap", "message_id": "n1"})
     result, before = await receive_until(ws, "result")
     await ws.disconnect()
-    hub = get_hub()
-    assert await hub.evict_idle(idle_for=0) == 1
-    assert hub.service.peek(session.id) is None
+    live = live_sessions()
+    assert await live.evict_idle(idle_for=0) == 1
+    assert live.registry.peek(session.id) is None
     ws, first = await connect(session.id, key=alice_key, since=before[0]["seq"] - 1)
     assert first["snapshot"]["running"] is False
     replay = [await ws.receive_json_from() for _ in range(len(before) + 1)]
@@ -398,21 +396,21 @@ async def test_an_idle_session_is_dropped_from_memory_and_comes_back_with_its_la
 
 
 async def test_only_the_most_recently_used_idle_sessions_keep_their_last_run(alice, alice_key, monkeypatch):
-    from chat import hub as hub_module
+    from chat.live import registry as registry_module
 
-    monkeypatch.setattr(hub_module, "DORMANT_LOGS_KEPT", 2)
+    monkeypatch.setattr(registry_module.LiveRegistry.cap_dormant_logs, "__defaults__", (2,))
     sessions = [await sync_to_async(factories.session)(alice) for _ in range(3)]
     for n, chat_session in enumerate(sessions):
         ws, _ = await connect(chat_session.id, key=alice_key)
         await send(ws, {"type": "message", "content": f"hello {n}"})
         await receive_until(ws, "result")
         await ws.disconnect()
-    hub = get_hub()
-    assert await hub.evict_idle(idle_for=0) == 3
-    if hub.scaled:  # with several processes an idle session's events live in the replay store only
-        assert not set(hub.logs) & {s.id for s in sessions}
+    live = live_sessions()
+    assert await live.evict_idle(idle_for=0) == 3
+    if settings.REDIS_URL:  # with several processes an idle session's events live in the replay store only
+        assert not set(live.registry.logs) & {s.id for s in sessions}
         return
-    assert set(hub.logs) == {sessions[1].id, sessions[2].id}, "the least recently used one went"
+    assert set(live.registry.logs) == {sessions[1].id, sessions[2].id}, "the least recently used one went"
     ws, first = await connect(sessions[0].id, key=alice_key, since=1)
     assert (await ws.receive_json_from())["type"] == "resync"
     await send(ws, {"type": "message", "content": "still works"})
@@ -423,5 +421,5 @@ async def test_only_the_most_recently_used_idle_sessions_keep_their_last_run(ali
 
 async def test_a_session_with_a_socket_or_a_queue_is_never_evicted(session, alice_key):
     ws, _ = await connect(session.id, key=alice_key)
-    assert await get_hub().evict_idle(idle_for=0) == 0
+    assert await live_sessions().evict_idle(idle_for=0) == 0
     await ws.disconnect()

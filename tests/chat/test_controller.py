@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from agents.contract import ChatRequest, InputError
-from chat.controller import PendingItem, SessionController
+from chat.live.controller import SessionController
+from chat.live.queue import PendingItem
 from tests.chat.scripted import RecordingStore, ScriptedRuntime, drain, next_event, request
 
 MakeController = Callable[..., SessionController]
@@ -518,7 +519,8 @@ async def test_cancel_during_startup_forgets_deferred_steers(
 async def test_a_message_id_already_pending_active_or_steered_is_refused(
     make: MakeController, runtime: ScriptedRuntime, taken: str
 ) -> None:
-    controller = make()
+    # The store refuses the id when the message's first write claims it (chat/store.py, its unique key).
+    controller = make(store=RecordingStore())
     await controller.submit(request("A"))
     await runtime.stream_at(0)
     await controller.submit(request("B"))

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from agentsite.eventqueue import EventQueue
-from chat.events import encode_event
+from chat.live.events import encode_event
 
 
 @dataclasses.dataclass

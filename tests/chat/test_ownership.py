@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
-from chat.ownership import LocalOwnership, RedisOwnership
+from chat.live.cluster.ownership import RedisOwnership
 
 
 def _sid() -> str:
@@ -73,14 +71,3 @@ async def test_release_of_a_lease_someone_else_holds_does_nothing(redis_client):
     await two.release(sid)
     assert (await two.owner_of(sid)).owner == "one"  # type: ignore[union-attr]
     await one.release(sid)
-
-
-@pytest.mark.parametrize("session_id", ["a", "b"])
-async def test_local_ownership_owns_everything_it_touches(session_id):
-    local = LocalOwnership("me")
-    lease = await local.acquire(session_id)
-    assert lease is not None and local.holds(session_id)
-    assert await local.acquire(session_id) == lease
-    await local.release(session_id)
-    again = await local.acquire(session_id)
-    assert again is not None and again.token > lease.token

@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 
 from agentsite.dev.fake_llm import FakeLLMServer, Reply
-from chat.hub import get_hub
+from chat.live import live_sessions
 from tests import factories
 from tests.support.chat_queue import (
     a_use_fake_llm,
@@ -340,7 +340,7 @@ async def test_reconnecting_with_since_mid_turn_replays_the_missed_events(chat):
     last_seen = before[-1]["seq"]
     await ws.disconnect()
 
-    hub_log = get_hub().log(chat.session_id)
+    hub_log = live_sessions().registry.log(chat.session_id)
     await wait_until(lambda: hub_log.last_seq > last_seen + 2, what="events published while away")
     again, first = await chat.socket(since=last_seen)
     assert first["last_seq"] >= last_seen

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from chat.relay import EventRelay, RedisReplayStore
+from chat.live.cluster.relay import EventRelay, RedisReplayStore
 
 
 def _delta(seq: int, text: str = "x") -> dict:  # type: ignore[type-arg]

@@ -20,7 +20,6 @@ INBOX = "/api/v1/inbox"
 NEVER = "0 0 1 1 *"
 
 
-
 def agent_job(name: str = "digest", *, session_id: str = "console:digest", **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
         "name": name,

@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 
 from agentsite.dev.fake_llm import Reply
-from chat.hub import get_hub
+from chat.live import live_sessions
 from cron import runner, services
 from cron.models import CronRun, InboxItem
 from cron.scheduler import Scheduler
@@ -31,7 +31,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 JOBS = "/api/v1/cron/jobs"
 NEVER = "0 0 1 1 *"
 WRITE = {"tool_calls": [{"name": "write_file", "arguments": {"path": "report.txt", "content": "done"}}]}
-
 
 
 @pytest.fixture(autouse=True)
@@ -174,7 +173,7 @@ async def test_a_run_that_exceeds_its_timeout_fails_and_its_turn_is_cancelled(ap
 
     run = await sync_to_async(CronRun.objects.get)(job_id=job_id)
     assert run.status == "failure" and run.error == "timed out after 1 s"
-    controller = await get_hub().controller("console:slow-sess")
+    controller = await live_sessions().controller("console:slow-sess")
     assert controller.active_task is None, "the timed-out turn was cancelled"
     item = await sync_to_async(InboxItem.objects.get)()
     assert item.severity == "error" and "timed out" in item.body
@@ -340,5 +339,5 @@ async def test_a_scheduler_tick_runs_the_due_job_and_stop_cancels_runs_in_progre
 
     run = await sync_to_async(CronRun.objects.get)(job_id=job.id)
     assert run.trigger == "schedule" and run.status == "cancelled"
-    controller = await get_hub().controller("console:ticked-sess")
+    controller = await live_sessions().controller("console:ticked-sess")
     assert controller.active_task is None

@@ -28,7 +28,7 @@ class Command(BaseCommand):
         self.stdout.write("scheduler stopped")
 
     async def _main(self, interval: float) -> None:
-        from chat.hub import reset_hub
+        from chat.live import reset_live_sessions
 
         scheduler = Scheduler(interval=interval).start()
         stop = asyncio.Event()
@@ -41,4 +41,4 @@ class Command(BaseCommand):
             await stop.wait()
         finally:
             await scheduler.stop()
-            await reset_hub()
+            await reset_live_sessions()

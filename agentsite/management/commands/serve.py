@@ -105,7 +105,7 @@ class Command(BaseCommand):
         from daphne.server import Server, twisted_loop
 
         from agents.services import provider_register_from_env
-        from chat.hub import get_hub, reset_hub
+        from chat.live import live_sessions, reset_live_sessions
 
         provider_register_from_env()
         _choose_sandbox()
@@ -116,9 +116,9 @@ class Command(BaseCommand):
         orphans = sweep_orphans(settings.DATA_DIR / "runners")
         if orphans:
             logger.info("ended %d ACP runner(s) left by a server that was killed", len(orphans))
-        hub = get_hub()
-        twisted_loop.run_until_complete(hub.start())
-        interrupted = twisted_loop.run_until_complete(hub.recover_interrupted_turns())
+        live = live_sessions()
+        twisted_loop.run_until_complete(live.start())
+        interrupted = twisted_loop.run_until_complete(live.recover_interrupted_turns())
         if interrupted:
             logger.info("ended %d turn(s) interrupted by the previous shutdown", interrupted)
         scheduler = None
@@ -154,7 +154,7 @@ class Command(BaseCommand):
         finally:
             if scheduler is not None:
                 twisted_loop.run_until_complete(scheduler.stop())
-            twisted_loop.run_until_complete(reset_hub())
+            twisted_loop.run_until_complete(reset_live_sessions())
             self.stdout.write("agentsite stopped")
 
     def _start_scheduler(self, loop: Any) -> Any:

@@ -2,7 +2,7 @@
 
 `EventRelay` batches what the owner publishes: consecutive deltas within a short window (or up to a
 size) travel as one channel-layer message, because a group_send costs ~250 µs against ~12 µs for a
-direct socket send (DESIGN.md §2). Any other event flushes the batch at once, so control events are
+direct socket send (docs/architecture.md). Any other event flushes the batch at once, so control events are
 not delayed. Batches are sent one at a time, in order.
 
 `RedisReplayStore` keeps each session's recent events in a capped Redis Stream (entry id = seq), so a
@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from chat.events import encode_event
+from chat.live.events import encode_event
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,8 @@
 """Who owns a live session: one process at a time, recorded as a lease with a fencing token.
 
-Plain asyncio, no Django. `LocalOwnership` is the embedded single-process case (this process owns
-everything). `RedisOwnership` keeps `agentsite:owner:<session>` = "<process>|<token>" with
+Plain asyncio, no Django. `RedisOwnership` keeps `agentsite:owner:<session>` = "<process>|<token>" with
 `SET NX PX` and renews it while the process lives; the token comes from `INCR agentsite:fence:<session>`,
-so a later owner always holds a larger token than an earlier one (DESIGN.md §3 "Scaled").
+so a later owner always holds a larger token than an earlier one (docs/architecture.md).
 
 An owner that misses its renewal deadline (paused, partitioned, or its key taken) calls `on_lost`
 and must stop publishing and writing at once; storage writes are additionally fenced by the token.
@@ -20,7 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -54,48 +53,6 @@ class Lease:
     session_id: str
     owner: str
     token: int
-
-
-class Ownership(Protocol):
-    process_id: str
-
-    async def acquire(self, session_id: str) -> Lease | None: ...
-    async def owner_of(self, session_id: str) -> Lease | None: ...
-    def holds(self, session_id: str) -> bool: ...
-    async def release(self, session_id: str) -> None: ...
-    async def start(self) -> None: ...
-    async def stop(self) -> None: ...
-
-
-class LocalOwnership:
-    """One process: it owns every session it touches; tokens only grow."""
-
-    def __init__(self, process_id: str | None = None) -> None:
-        self.process_id = process_id or new_process_id()
-        self._held: dict[str, Lease] = {}
-        self._token = int(time.time() * 1000)
-
-    async def acquire(self, session_id: str) -> Lease | None:
-        lease = self._held.get(session_id)
-        if lease is None:
-            self._token += 1
-            lease = self._held[session_id] = Lease(session_id, self.process_id, self._token)
-        return lease
-
-    async def owner_of(self, session_id: str) -> Lease | None:
-        return self._held.get(session_id)
-
-    def holds(self, session_id: str) -> bool:
-        return session_id in self._held
-
-    async def release(self, session_id: str) -> None:
-        self._held.pop(session_id, None)
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        self._held.clear()
 
 
 class RedisOwnership:

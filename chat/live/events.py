@@ -1,7 +1,7 @@
 """Per-session event log: assigns `seq`, retains events for `?since=` replay, reaches other processes.
 
 Local sockets get events straight from the controller's subscriber queues (a direct send costs ~12 µs
-of CPU against ~200 µs for a channel-layer group_send, DESIGN.md §2); this log only numbers and keeps
+of CPU against ~200 µs for a channel-layer group_send, docs/architecture.md); this log only numbers and keeps
 them. Seqs are reserved in blocks stored on the Session row, so they are never reused across restarts.
 """
 

@@ -1,4 +1,4 @@
-"""SessionService: one controller per session, the turn lease, delete and shutdown."""
+"""LiveRegistry: one controller per session (loaded once), the turn lease, close and shutdown."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from agents.contract import InputError
-from chat.controller import SessionController
-from chat.service import Cancel, ConfirmationReply, Remove, SessionService, Steer, Submit
+from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer, Submit
+from chat.live.controller import SessionController
+from chat.live.events import EventLog
+from chat.live.registry import LiveRegistry
 from tests.chat.scripted import RecordingStore, ScriptedRuntime, drain, next_event, request
 
 
@@ -19,9 +21,24 @@ def runtime() -> ScriptedRuntime:
     return ScriptedRuntime()
 
 
+def registry_of(runtime: ScriptedRuntime, load: Any = None, **options: Any) -> LiveRegistry:
+    """A registry whose sessions are plain controllers (no store) with an event log each."""
+
+    async def plain(session_id: str) -> tuple[SessionController, EventLog]:
+        controller = SessionController(session_id, runtime=registry.runtime, lease=registry.lease)
+        return controller, log_of(session_id)
+
+    registry = LiveRegistry(runtime=runtime, load=load or plain, **options)
+    return registry
+
+
+def log_of(session_id: str) -> EventLog:
+    return EventLog(session_id, last_seq=0, reserved=10**9)
+
+
 @pytest.fixture
-async def service(runtime: ScriptedRuntime) -> AsyncIterator[SessionService]:
-    service = SessionService(runtime=runtime)
+async def service(runtime: ScriptedRuntime) -> AsyncIterator[LiveRegistry]:
+    service = registry_of(runtime)
     yield service
     await service.shutdown()
 
@@ -37,20 +54,20 @@ async def test_concurrent_callers_get_the_same_controller_from_a_single_load(
     loads: list[str] = []
     release = asyncio.Event()
 
-    async def factory(session_id: str, service: SessionService) -> SessionController:
+    async def load(session_id: str) -> tuple[SessionController, EventLog]:
         loads.append(session_id)
         await release.wait()  # a slow database read
-        return SessionController(session_id, runtime=service.runtime, lease=service.lease)
+        return SessionController(session_id, runtime=service.runtime, lease=service.lease), log_of(session_id)
 
-    service = SessionService(runtime=runtime, controller_factory=factory)
-    waiting = [asyncio.create_task(service.get_controller("one")) for _ in range(3)]
+    service = registry_of(runtime, load)
+    waiting = [asyncio.create_task(service.get("one")) for _ in range(3)]
     await asyncio.sleep(0)
     assert service.peek("one") is None
     release.set()
     controllers = await asyncio.gather(*waiting)
     assert loads == ["one"]
     assert controllers[0] is controllers[1] is controllers[2] is service.peek("one")
-    assert await service.get_controller("one") is controllers[0] and loads == ["one"]
+    assert await service.get("one") is controllers[0] and loads == ["one"]
     await service.shutdown()
 
 
@@ -59,28 +76,26 @@ async def test_a_failed_load_reaches_every_waiter_and_the_next_call_loads_again(
 ) -> None:
     attempts: list[int] = []
 
-    async def factory(session_id: str, service: SessionService) -> SessionController:
+    async def load(session_id: str) -> tuple[SessionController, EventLog]:
         attempts.append(1)
         await asyncio.sleep(0)
         if len(attempts) == 1:
             raise LookupError("database unavailable")
-        return SessionController(session_id, runtime=service.runtime, lease=service.lease)
+        return SessionController(session_id, runtime=service.runtime, lease=service.lease), log_of(session_id)
 
-    service = SessionService(runtime=runtime, controller_factory=factory)
-    results = await asyncio.gather(
-        service.get_controller("one"), service.get_controller("one"), return_exceptions=True
-    )
+    service = registry_of(runtime, load)
+    results = await asyncio.gather(service.get("one"), service.get("one"), return_exceptions=True)
     assert [type(result) for result in results] == [LookupError, LookupError]
-    assert isinstance(await service.get_controller("one"), SessionController)
+    assert isinstance(await service.get("one"), SessionController)
     assert len(attempts) == 2
     await service.shutdown()
 
 
-async def test_delete_session_closes_only_that_session_and_shutdown_closes_the_rest(
-    service: SessionService, runtime: ScriptedRuntime
+async def test_close_closes_only_that_session_and_shutdown_closes_the_rest(
+    service: LiveRegistry, runtime: ScriptedRuntime
 ) -> None:
-    one = await service.get_controller("one")
-    two = await service.get_controller("two")
+    one = await service.get("one")
+    two = await service.get("two")
     first, _ = one.subscribe()
     await asyncio.gather(
         service.dispatch("one", Submit(request("A"))), service.dispatch("two", Submit(request("B")))
@@ -89,9 +104,10 @@ async def test_delete_session_closes_only_that_session_and_shutdown_closes_the_r
     await service.dispatch("two", Submit(request("B follow-up")))
     streams = {stream.session_id: stream for stream in runtime.streams}
     assert service.active_turns == 2
-    assert await service.delete_session("one") is True
-    assert await service.delete_session("one") is False
-    assert await service.delete_session("never-loaded") is False
+    await service.close("one")
+    await service.close("one")  # again: nothing more happens
+    await service.close("never-loaded")
+    assert "one" not in service.logs
     assert one.closed and one.active_task is None and streams["one"].closed
     assert statuses_of(drain(first))[-1] == ("result", "cancelled")
     assert not streams["two"].closed and two.active_task is not None
@@ -112,7 +128,7 @@ def statuses_of(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
 async def test_the_lease_bounds_concurrent_turns_and_a_waiting_turn_takes_steers_when_it_starts(
     runtime: ScriptedRuntime,
 ) -> None:
-    service = SessionService(runtime=runtime, max_concurrent_turns=1)
+    service = registry_of(runtime, max_concurrent_turns=1)
     try:
         await service.dispatch("one", Submit(request("A")))
         first = await runtime.stream_at(0)
@@ -121,7 +137,7 @@ async def test_the_lease_bounds_concurrent_turns_and_a_waiting_turn_takes_steers
         deferred = await service.dispatch("two", Steer("Y"))
         assert deferred == {"message_id": "Y", "status": "queued", "position": 0}
         assert len(runtime.streams) == 1 and service.active_turns == 2  # X waits for the lease
-        queue, _ = (await service.get_controller("two")).subscribe()
+        queue, _ = (await service.get("two")).subscribe()
         first.release()
         await next_event(queue, "message_status", status="steered", message_id="Y")
         second = await runtime.stream_at(1)
@@ -131,7 +147,7 @@ async def test_the_lease_bounds_concurrent_turns_and_a_waiting_turn_takes_steers
 
 
 async def test_dispatch_runs_each_command_on_that_sessions_controller(
-    service: SessionService, runtime: ScriptedRuntime
+    service: LiveRegistry, runtime: ScriptedRuntime
 ) -> None:
     assert await service.dispatch("one", Submit(request("A"))) == {"message_id": "A", "status": "started"}
     stream = await runtime.stream_at(0)
@@ -144,7 +160,7 @@ async def test_dispatch_runs_each_command_on_that_sessions_controller(
     }
     assert await service.dispatch("one", Remove("C")) == {"message_id": "C", "status": "removed"}
     stream.emit({"type": "confirmation_request", "data": {"confirmation_id": "k1", "tool": "shell"}})
-    controller = await service.get_controller("one")
+    controller = await service.get("one")
     queue, _ = controller.subscribe()
     await next_event(queue, "confirmation_request")
     assert await service.dispatch("one", ConfirmationReply("k1", True)) == {
@@ -160,21 +176,22 @@ async def test_dispatch_runs_each_command_on_that_sessions_controller(
     assert controller.paused and service.active_turns == 0
 
 
-async def test_a_custom_factory_injects_store_and_publish_and_the_service_still_counts_turns(
+async def test_the_loader_injects_store_and_publish_and_the_registry_still_counts_turns(
     runtime: ScriptedRuntime,
 ) -> None:
     store = RecordingStore()
 
-    async def factory(session_id: str, service: SessionService) -> SessionController:
-        return SessionController(
+    async def load(session_id: str) -> tuple[SessionController, EventLog]:
+        controller = SessionController(
             session_id,
             runtime=service.runtime,
             lease=service.lease,
             store=store,
             publish=store.publish,
         )
+        return controller, log_of(session_id)
 
-    service = SessionService(runtime=runtime, controller_factory=factory)
+    service = registry_of(runtime, load)
     try:
         await service.dispatch("one", Submit(request("A")))
         assert service.active_turns == 1
@@ -189,6 +206,6 @@ async def test_a_custom_factory_injects_store_and_publish_and_the_service_still_
         await service.shutdown()
 
 
-def test_the_service_needs_at_least_one_turn_slot(runtime: ScriptedRuntime) -> None:
+def test_the_registry_needs_at_least_one_turn_slot(runtime: ScriptedRuntime) -> None:
     with pytest.raises(ValueError):
-        SessionService(runtime=runtime, max_concurrent_turns=0)
+        registry_of(runtime, max_concurrent_turns=0)

@@ -1,0 +1,139 @@
+"""What clients send, validated one way for REST and sockets alike: strictly, with no type coercion.
+
+A message (`POST …/messages` or a socket's `message` frame, docs/protocol.md §2, §3.2) is the same
+`MessageInput` on both edges; socket frames add their `type`. Problems become `InvalidInput` (the field
+and why; REST answers `400 invalid` with `fields`, a socket an `error` frame `invalid_frame`) or
+`too_long` (content over 100,000 characters, both edges).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
+
+from agents.contract import ApprovalMode
+from agentsite.exceptions import DomainError
+
+MAX_CONTENT_CHARS = 100_000
+
+MessageId = Annotated[StrictStr, Field(min_length=1, max_length=128)]
+ShortText = Annotated[StrictStr, Field(min_length=1, max_length=128)]
+
+
+class InvalidInput(DomainError):
+    code = "invalid"
+    status = 400
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+
+class GenerationConfig(BaseModel):
+    """`config`: only `generation` (options passed to the model: temperature, max_tokens, ...)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    generation: dict[str, Any] = Field(default_factory=dict)
+
+
+class MessageInput(_Input):
+    """A user message for a session's queue."""
+
+    content: Annotated[StrictStr, Field(min_length=1)]
+    message_id: MessageId | None = None
+    steer: StrictBool = False
+    config: GenerationConfig | None = None
+    approval_mode: ApprovalMode = "ask"
+    model: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None
+
+    def submit_options(self) -> dict[str, Any]:
+        """The keyword arguments of chat.services.message_submit."""
+        return {
+            "content": self.content,
+            "message_id": self.message_id,
+            "steer": self.steer,
+            "config": self.config.model_dump() if self.config else None,
+            "approval_mode": self.approval_mode,
+            "model": self.model,
+        }
+
+
+class ConfirmationReplyInput(_Input):
+    approved: StrictBool
+    option_id: ShortText | None = None
+
+
+# -- socket frames (docs/protocol.md §3.2) ---------------------------------------------------------
+
+
+class Ping(_Input):
+    type: Literal["ping"]
+
+
+class MessageFrame(MessageInput):
+    type: Literal["message"]
+
+
+class SteerFrame(_Input):
+    type: Literal["steer"]
+    message_id: MessageId
+
+
+class RemoveFrame(_Input):
+    type: Literal["remove"]
+    message_id: MessageId
+
+
+class CancelFrame(_Input):
+    type: Literal["cancel"]
+
+
+class ConfirmationReplyFrame(ConfirmationReplyInput):
+    type: Literal["confirmation_reply"]
+    confirmation_id: ShortText
+
+
+Frame = Annotated[
+    Ping | MessageFrame | SteerFrame | RemoveFrame | CancelFrame | ConfirmationReplyFrame,
+    Field(discriminator="type"),
+]
+KNOWN_TYPES = frozenset({"ping", "message", "steer", "remove", "cancel", "confirmation_reply"})
+_frames: TypeAdapter[Frame] = TypeAdapter(Frame)
+
+
+def parse_frame(data: dict[str, Any]) -> Frame:
+    """A typed frame of a known type, or InvalidInput / `too_long` naming what is wrong."""
+    return _checked(_validate(_frames, data, skip_first=True))
+
+
+def parse_message(data: Any) -> MessageInput:
+    """A message body (REST), or InvalidInput / `too_long`."""
+    return _checked(_validate(TypeAdapter(MessageInput), data))
+
+
+def parse[T](model: type[T], data: Any) -> T:
+    """Any other body (REST), or InvalidInput."""
+    return _validate(TypeAdapter(model), data)
+
+
+def _validate[T](adapter: TypeAdapter[T], data: Any, *, skip_first: bool = False) -> T:
+    try:
+        return adapter.validate_python(data)
+    except ValidationError as exc:
+        fields: dict[str, list[str]] = {}
+        for error in exc.errors(include_url=False):
+            location = error["loc"][1:] if skip_first else error["loc"]
+            where = ".".join(str(part) for part in location) or "non_field_errors"
+            message = "Unknown field." if error["type"] == "extra_forbidden" else error["msg"]
+            fields.setdefault(where, []).append(message)
+        first, problems = next(iter(fields.items()))
+        raise InvalidInput(f"{first}: {problems[0]}", fields=fields) from None
+
+
+def _checked[T](value: T) -> T:
+    content = getattr(value, "content", None)
+    if isinstance(value, MessageInput) and isinstance(content, str) and len(content) > MAX_CONTENT_CHARS:
+        limit = f"Message content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}."
+        raise DomainError(limit, code="too_long")
+    return value

@@ -1,0 +1,37 @@
+"""The turn that runs now in a session: its message, its stream once opened, its task, the pending
+messages steered into it, and whether it may still be cancelled. One per session at a time; the
+controller (chat/live/controller.py) makes it, drives it and forgets it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from agents.contract import TurnStream
+from chat.live.queue import PendingItem, order_key
+
+
+@dataclass(eq=False)
+class ActiveTurn:
+    item: PendingItem
+    task: asyncio.Task[None] | None = None
+    stream: TurnStream | None = None
+    steered: list[PendingItem] = field(default_factory=list)  # handed to the turn, in steer order
+    unconsumed: int = 0  # how many of them the turn had not consumed when it ended
+    cancellable: bool = True  # the task may be cancelled (it has not begun to close)
+    cancel_requested: bool = False
+
+    def cancel(self) -> bool:
+        """Cancel the task if it still may be; True when it was."""
+        if self.task is None or not self.cancellable:
+            return False
+        self.cancel_requested = True
+        self.cancellable = False
+        self.task.cancel()
+        return True
+
+    def consumed_and_restored(self) -> tuple[list[PendingItem], list[PendingItem]]:
+        """The steered messages the turn consumed (consumption is FIFO: the first ones), and those it never
+        saw, in queue order: they go back to the queue."""
+        cut = max(0, len(self.steered) - self.unconsumed)
+        return self.steered[:cut], sorted(self.steered[cut:], key=order_key)

@@ -1,0 +1,1 @@
+"""Live sessions shared by several server processes (Postgres + Redis): see sessions.py."""

@@ -1,0 +1,361 @@
+"""Several processes share the sessions (Postgres + Redis): each live session has one owner process.
+
+- Ownership is a Redis lease with a fencing token (ownership.py); the process that runs a session's
+  turns holds it, renews it, and a process past its lease writes and publishes nothing more.
+- Commands go to the owner over the channel layer (channel.py); a message is stored by whichever
+  process received it first, so a dying owner cannot lose it (the database is the truth).
+- The owner's events reach sockets on other processes through mirrors, and a Redis Stream per session
+  (relay.py) holds them for `?since=` replay on any process.
+- A watchdog takes over sessions whose owner died (watched here, or with stored work), keeps owners
+  relaying to the mirrors here, and publishes how many sockets watch each session here (watch.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from agents.contract import InputError
+from agents.tools import registry as tool_registry
+from agentsite.db import database_sync_to_async
+from chat.live.cluster.channel import Cluster, OwnerUnavailable, RemoteError
+from chat.live.cluster.ownership import RedisOwnership
+from chat.live.cluster.relay import EventRelay, RedisReplayStore
+from chat.live.cluster.watch import Watch
+from chat.live.commands import Command, Submit, decode_command, encode_command
+from chat.live.controller import SessionController
+from chat.live.events import EventLog
+from chat.live.sessions import (
+    Attachment,
+    LiveSessions,
+    NotOwner,
+    Unavailable,
+    sessions_with_running_turns,
+)
+from chat.store import message_store_pending
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterSessions(LiveSessions):
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.redis: Any = None
+        self.replay: RedisReplayStore | None = None
+        self.cluster: Cluster | None = None
+        self.ownership: RedisOwnership | None = None
+        self.watch: Watch | None = None
+        self._relays: dict[str, EventRelay] = {}
+        # Owned sessions that other processes mirror (live events are relayed only to those), with deadlines.
+        self.mirrored: dict[str, float] = {}
+        self.mirror_ttl = 3 * settings.AGENTSITE_SESSION_LEASE_SECONDS
+
+    # -- life cycle ------------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        import redis.asyncio as aioredis
+
+        # A blocking pool: a burst (200 sockets closing at once) waits for a connection instead of failing
+        # with "Too many connections" (redis-py's default pool raises).
+        pool = aioredis.BlockingConnectionPool.from_url(settings.REDIS_URL, max_connections=64, timeout=10)
+        self.redis = aioredis.Redis(connection_pool=pool)
+        self.replay = RedisReplayStore(self.redis, maxlen=settings.AGENTSITE_EVENT_RETENTION)
+        self.cluster = Cluster(
+            layer=get_channel_layer(),
+            handle_command=self._handle_remote,
+            replay=self.replay.since,
+            on_closed=self.sockets.tell_closed,
+        )
+        await self.cluster.start()
+        self.ownership = RedisOwnership(
+            self.redis,
+            lease_ms=int(settings.AGENTSITE_SESSION_LEASE_SECONDS * 1000),
+            process_id=self.cluster.process_id,
+            on_lost=self._lost,
+        )
+        await self.ownership.start()
+        self.watch = Watch(self)
+        self.watch.start()
+
+    async def _stop_sessions(self) -> None:
+        if self.watch is not None:
+            await self.watch.stop()
+
+    async def _stop(self) -> None:
+        await asyncio.gather(*(relay.aclose() for relay in self._relays.values()))
+        self._relays.clear()
+        if self.ownership is not None:
+            await self.ownership.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
+        if self.redis is not None:
+            await self.redis.aclose()
+
+    # -- owning a session ------------------------------------------------------------------------
+
+    async def _load(self, session_id: str) -> tuple[SessionController, EventLog]:
+        assert self.ownership is not None
+        lease = await self.ownership.acquire(session_id)
+        if lease is None:
+            raise NotOwner(session_id)
+        # Mirrors of the previous owner may be watching: relay until their keep-alives say otherwise.
+        self.mirrored[session_id] = time.monotonic() + self.mirror_ttl
+        relay = self._relays[session_id] = EventRelay(partial(self._relay_batch, session_id))
+        ownership = self.ownership
+
+        def fanout(event: dict[str, Any]) -> None:
+            if ownership.holds(session_id):  # a process past its lease publishes nothing
+                relay.add(event)
+
+        try:
+            return await self._build(session_id, token=lease.token, fanout=fanout)
+        except NotOwner:
+            await ownership.release(session_id)
+            self._relays.pop(session_id, None)
+            raise
+
+    async def _relay_batch(self, session_id: str, batch: list[dict[str, Any]]) -> None:
+        assert self.replay is not None and self.cluster is not None
+        try:
+            await self.replay.append(session_id, batch)  # first the store, so a gap can always be refilled
+        except Exception:
+            logger.warning(
+                "could not store %d event(s) of session %s for replay", len(batch), session_id, exc_info=True
+            )
+        # Live events go to other processes only while some process mirrors the session (it says so when
+        # it attaches and every half lease after); the replay store above gets them in any case.
+        if self.mirrored.get(session_id, 0.0) > time.monotonic():
+            await self.cluster.relay(session_id, batch)
+
+    async def _lost(self, session_id: str) -> None:
+        """Another process owns the session now: stop here without writing or publishing anything."""
+        controller = self.registry.forget(session_id)
+        relay = self._relays.pop(session_id, None)
+        if relay is not None:
+            relay.discard()
+        if controller is not None:
+            await controller.abandon()
+        await self.registry.drop_log(session_id)
+        if self.cluster is not None:
+            self.cluster.forget_relay(session_id)
+        await tool_registry.close_session(session_id)  # ACP runners belong to the owner
+        # Only sockets fed by this process's controller reconnect: those fed by a mirror keep working.
+        self.sockets.tell_moved(session_id)
+
+    async def route(self, session_id: str) -> str | None:
+        """None when this process owns the session (taking it over when nobody does), else the owner."""
+        await self.start()
+        assert self.ownership is not None and self.cluster is not None
+        for _ in range(3):
+            if self.ownership.holds(session_id) and self.registry.peek(session_id) is not None:
+                return None
+            lease = await self.ownership.owner_of(session_id)
+            if lease is not None and lease.owner != self.cluster.process_id:
+                return lease.owner
+            try:
+                await self.registry.get(session_id)
+                return None
+            except NotOwner:
+                continue
+        raise OwnerUnavailable(f"Session {session_id} is changing owner; try again.")
+
+    async def controller(self, session_id: str) -> SessionController:
+        if await self.route(session_id) is not None:
+            raise NotOwner(session_id)
+        return await self.registry.get(session_id)
+
+    # -- the facade ----------------------------------------------------------------------------------
+
+    async def dispatch(self, session_id: str, command: Command) -> Any:
+        for attempt in range(2):
+            try:
+                owner = await self.route(session_id)
+            except OwnerUnavailable as exc:
+                raise InputError("owner_unavailable", str(exc)) from None
+            if owner is None:
+                return await self.registry.dispatch(session_id, command)
+            assert self.cluster is not None
+            if isinstance(command, Submit) and not command.stored and attempt == 0:
+                # The database is the truth: stored here first, so a dying owner cannot lose it.
+                await database_sync_to_async(message_store_pending)(
+                    session_id=session_id, request=command.request
+                )
+                command = replace(command, stored=True)
+            try:
+                return await self.cluster.call(owner, session_id, "command", encode_command(command))
+            except RemoteError as exc:
+                if exc.code == "not_owner":
+                    continue
+                raise InputError(exc.code, exc.message, message_id=exc.message_id) from None
+            except OwnerUnavailable:
+                if isinstance(command, Submit):
+                    # Stored: it runs once the session has an owner again.
+                    return {"message_id": command.request.message_id, "status": "queued"}
+                raise InputError(
+                    "owner_unavailable", "The server process running this session does not answer; try again."
+                ) from None
+        raise InputError("owner_unavailable", "The session is changing owner; try again.")
+
+    async def snapshot(self, session_id: str) -> tuple[dict[str, Any], int]:
+        try:
+            owner = await self.route(session_id)
+            if owner is None:
+                controller = await self.registry.get(session_id)
+                return controller.snapshot(), self.registry.log(session_id).last_seq
+            assert self.cluster is not None
+            answer = await self.cluster.call(owner, session_id, "snapshot", {})
+        except (OwnerUnavailable, RemoteError, NotOwner):
+            raise Unavailable("The server process running this session does not answer.") from None
+        return answer["snapshot"], answer["last_seq"]
+
+    async def attach(self, session_id: str, since: int | None) -> Attachment:
+        try:
+            return await self._attach(session_id, since)
+        except (OwnerUnavailable, RemoteError, NotOwner):
+            raise Unavailable("The session is changing server process; reconnect.") from None
+
+    async def _attach(self, session_id: str, since: int | None) -> Attachment:
+        owner = await self.route(session_id)
+        assert self.cluster is not None and self.replay is not None
+        if owner is None:
+            controller = await self.registry.get(session_id)
+            log = self.registry.log(session_id)
+            # subscribe, last_seq and replay in one step (no await between): nothing missed or doubled.
+            queue, snapshot = controller.subscribe()
+            backlog: list[dict[str, Any]] | None = log.replay(since) if since is not None else []
+            attachment = Attachment(session_id, queue, snapshot, log.last_seq, backlog, local=True)
+            if backlog is None:
+                stored = await self.replay.since(session_id, since or 0)
+                attachment.backlog = (
+                    None if stored is None else [e for e in stored if e["seq"] <= log.last_seq]
+                )
+            return attachment
+        remote = await self.cluster.mirror(session_id)
+        queue = remote.subscribe()
+        try:
+            answer = await self.cluster.call(owner, session_id, "snapshot", {})
+        except (OwnerUnavailable, RemoteError):
+            remote.unsubscribe(queue)
+            await self.cluster.release_if_unused(session_id)
+            raise
+        remote.seen(answer["last_seq"])
+        backlog = []
+        if since is not None:
+            stored = await self.replay.since(session_id, since)
+            backlog = None if stored is None else [e for e in stored if e["seq"] <= answer["last_seq"]]
+        return Attachment(session_id, queue, answer["snapshot"], answer["last_seq"], backlog, local=False)
+
+    async def detach(self, attachment: Attachment) -> None:
+        if attachment.local:
+            controller = self.registry.peek(attachment.session_id)
+            if controller is not None:
+                controller.unsubscribe(attachment.queue)
+        elif self.cluster is not None:
+            remote = self.cluster.mirrors.get(attachment.session_id)
+            if remote is not None:
+                remote.unsubscribe(attachment.queue)
+            await self.cluster.release_if_unused(attachment.session_id)
+
+    async def announce(self, session_id: str, event: dict[str, Any]) -> None:
+        owner = await self.route(session_id)
+        if owner is None:
+            (await self.registry.get(session_id)).announce(event)
+            return
+        assert self.cluster is not None
+        await self.cluster.call(owner, session_id, "announce", {"event": event})
+
+    async def close(self, session_id: str) -> None:
+        owner = None
+        try:
+            owner = await self.route(session_id)
+        except OwnerUnavailable:
+            pass
+        assert self.cluster is not None
+        if owner is not None:
+            try:
+                await self.cluster.call(owner, session_id, "close", {})
+            except (OwnerUnavailable, RemoteError):
+                logger.warning("could not reach the owner of session %s to close it", session_id)
+        else:
+            await self._close_here(session_id)
+        await self.cluster.announce_closed(session_id)  # every process closes its sockets on it
+
+    async def _close_here(self, session_id: str) -> None:
+        await self.registry.close(session_id)
+        await tool_registry.close_session(session_id)
+        relay = self._relays.pop(session_id, None)
+        if relay is not None:
+            await relay.aclose()
+        assert self.ownership is not None
+        await self.ownership.release(session_id)
+
+    async def recover_interrupted_turns(self) -> int:
+        """Only sessions that no live process owns are touched (their lease expired)."""
+        await self.start()
+        assert self.ownership is not None
+        recovered = 0
+        for session_id in await database_sync_to_async(sessions_with_running_turns)():
+            if await self.ownership.owner_of(session_id) is not None:
+                continue
+            try:
+                await self.registry.get(session_id)
+                recovered += 1
+            except NotOwner:
+                pass
+        return recovered
+
+    async def _handle_remote(self, session_id: str, op: str, payload: dict[str, Any]) -> Any:
+        """A command from another process for a session this process owns."""
+        assert self.ownership is not None and self.cluster is not None
+        controller = self.registry.peek(session_id)
+        if not self.ownership.holds(session_id) or controller is None:
+            raise RemoteError("not_owner", f"This process does not own session {session_id}.")
+        if op in {"snapshot", "mirror"}:
+            # Marked before the snapshot is read (no await between): later events are all relayed.
+            self.mirrored[session_id] = time.monotonic() + self.mirror_ttl
+            if op == "mirror":
+                return None
+            return {"snapshot": controller.snapshot(), "last_seq": self.registry.log(session_id).last_seq}
+        if op == "announce":
+            controller.announce(payload["event"])
+            return None
+        if op == "close":
+            await self._close_here(session_id)
+            return None
+        try:
+            return await self.registry.dispatch(session_id, decode_command(payload))
+        except InputError as exc:
+            raise RemoteError(exc.code, exc.message, exc.message_id) from None
+
+    # -- sockets and idle sessions --------------------------------------------------------------------
+
+    def register(self, session_id: str, socket: Any) -> None:
+        super().register(session_id, socket)
+        if self.watch is not None:
+            self._spawn(self.watch.publish_watchers(session_id))
+
+    def unregister(self, session_id: str, socket: Any) -> None:
+        super().unregister(session_id, socket)
+        if self.watch is not None:
+            self._spawn(self.watch.publish_watchers(session_id))
+
+    async def watcher_count(self, session_id: str) -> int:
+        if self.watch is None:
+            return await super().watcher_count(session_id)
+        return await self.watch.watcher_count(session_id)
+
+    async def _evicted(self, session_id: str) -> None:
+        # Another process may own it next: its events are kept in the replay store, not here.
+        relay = self._relays.pop(session_id, None)
+        if relay is not None:
+            await relay.aclose()
+        await self.registry.drop_log(session_id)
+        assert self.ownership is not None
+        await self.ownership.release(session_id)

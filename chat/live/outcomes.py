@@ -1,0 +1,38 @@
+"""How a turn's end is told: the `final_answer` and `result` events of each outcome (docs/protocol.md
+§3.3)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from agents.contract import TurnResult
+
+TurnOutcome = Literal["completed", "error", "cancelled"]
+INTERNAL_ERROR = {"code": "internal_error", "message": "The turn failed because of an internal error."}
+
+
+def result_events(message_id: str, outcome: TurnOutcome, result: TurnResult | None) -> list[dict[str, Any]]:
+    if outcome == "cancelled" or result is None:
+        return [{"type": "result", "message_id": message_id, "data": {"status": "cancelled"}}]
+    if outcome == "completed":
+        final = {
+            "type": "final_answer",
+            "message_id": message_id,
+            "content": result.final_content,
+            "is_final": True,
+        }
+        data: dict[str, Any] = {
+            "status": "completed",
+            "final_content": result.final_content,
+            "stop_reason": result.stop_reason,
+            "usage": result.usage,
+        }
+        return [final, {"type": "result", "message_id": message_id, "data": data}]
+    data = {"status": "error", "error": result.error or dict(INTERNAL_ERROR)}
+    if result.final_content:
+        data["final_content"] = result.final_content
+    if result.stop_reason is not None:
+        data["stop_reason"] = result.stop_reason
+    if result.usage is not None:
+        data["usage"] = result.usage
+    return [{"type": "result", "message_id": message_id, "data": data}]
