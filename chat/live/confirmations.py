@@ -57,6 +57,9 @@ class Confirmations:
         answered before, `not_found` for one never asked."""
         if self.is_waiting(confirmation_id) and stream is not None:
             stream.resolve_confirmation(confirmation_id, approved, option_id)
+            # Resolved now, not when the turn's event comes back: a second reply right after this one is
+            # `already_resolved`, never handed to the turn.
+            self.resolved(confirmation_id)
             reply: dict[str, Any] = {"confirmation_id": confirmation_id, "approved": approved}
             if option_id is not None:
                 reply["option_id"] = option_id

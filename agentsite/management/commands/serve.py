@@ -126,24 +126,28 @@ class Command(BaseCommand):
             scheduler = self._start_scheduler(twisted_loop)
 
         host, port = options["host"], options["port"]
-        endpoints = []
+        ipv6 = ":" in host.strip("[]")
         if options["fd"] is None:
             interface = host.strip("[]").replace(":", r"\:")
-            endpoints.append(f"tcp:port={port}:interface={interface}")
+            endpoint = f"tcp:port={port}:interface={interface}"
             self.stdout.write(f"agentsite serving on http://{host}:{port}/ (Ctrl+C to stop)")
+        elif not ipv6:  # a worker of --workers serves the socket its parent opened
+            endpoint = f"fd:fileno={options['fd']}"
+        else:
+            # Twisted's `fd:` parser passes its `domain` on as text, which the reactor refuses: an IPv6
+            # socket is adopted once the reactor runs instead (daphne needs some endpoint string meanwhile).
+            endpoint = "unix:/nonexistent"
         server = Server(
             application=application,
-            # daphne refuses to start without an endpoint string; a worker adopts its socket instead (below)
-            endpoints=endpoints or ["unix:/nonexistent"],
+            endpoints=[endpoint],
             signal_handlers=True,
             websocket_max_message_size=settings.AGENTSITE_WS_MAX_FRAME_BYTES,
             websocket_max_frame_size=settings.AGENTSITE_WS_MAX_FRAME_BYTES,
             application_close_timeout=5,
             verbosity=0,
         )
-        if options["fd"] is not None:
-            family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-            adopt_listening_socket(server, options["fd"], family)
+        if options["fd"] is not None and ipv6:
+            adopt_listening_socket(server, options["fd"], socket.AF_INET6)
         # What start-up created (Django, apps, URL patterns: ~125k objects) lives as long as the process:
         # keep the cyclic garbage collector from scanning it again and again. A full collection otherwise
         # stops the server ~65 ms on this machine, every few seconds under load (the p99 of bench/).
@@ -221,8 +225,7 @@ class Command(BaseCommand):
 
 
 def adopt_listening_socket(server: Any, fd: int, family: int) -> None:
-    """Serve connections of a socket the parent opened (`--workers`): daphne only takes endpoint strings,
-    and this Twisted has no string form for an inherited socket, so adopt it once the reactor runs."""
+    """Serve connections of an IPv6 socket the parent opened (`--workers`), adopted once the reactor runs."""
     from twisted.internet import reactor
 
     server.endpoints = []
