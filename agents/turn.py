@@ -375,21 +375,14 @@ class AgentTurn:
             tool, params = self._tools.parse(call.name, call.arguments)
         except ToolError as exc:
             return str(exc), True
-        refusal = tool.refusal_reason(params)
-        if refusal is not None:
-            return f"Refused in every approval mode: {refusal}.", True
-        decision = approvals.decide(risk=tool.risk_for(params), mode=self.request.approval_mode)
-        if decision == "refuse":
-            return (
-                f"Refused: read-only mode. '{tool.name}' is a dangerous tool and this message may "
-                "only use safe tools.",
-                True,
-            )
-        if decision == "ask":
+        verdict = approvals.evaluate(tool, params, self.request.approval_mode)
+        if verdict.decision == "refuse":
+            return verdict.reason, True
+        if verdict.decision == "ask":
             outcome = await self.ask_confirmation(
                 tool=tool.name,
                 arguments=_shown_arguments(call),
-                reason=f"'{tool.name}' is a dangerous tool and needs your confirmation.",
+                reason=verdict.reason,
                 command=tool.describe(params),
             )
             if not outcome.approved:
