@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from agents import approvals
 from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
+from agents.history import repair_history
 from agents.llm import ModelClient, ModelError, ToolCall
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry
@@ -36,9 +37,6 @@ from agentsite.eventqueue import EventQueue
 logger = logging.getLogger(__name__)
 
 ResolvedBy = Literal["user", "timeout", "cancel", "policy"]
-
-
-_MISSING_RESULT = "No result: the turn ended before this tool call finished."
 
 
 class TurnRecorder(Protocol):
@@ -418,37 +416,6 @@ def _initial_messages(
     messages.extend(repair_history(history))
     messages.append({"role": "user", "content": content})
     return messages
-
-
-def repair_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Make stored history acceptable to strict providers.
-
-    A turn that was cancelled or crashed between an assistant's tool calls and their
-    results leaves calls without results (OpenAI then rejects every later request); a
-    tool message whose call is gone is rejected too. Missing results are filled in with a
-    note, orphan results dropped.
-    """
-    repaired: list[dict[str, Any]] = []
-    open_calls: list[str] = []
-    for message in history:
-        role = message.get("role")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in open_calls:
-                open_calls.remove(call_id)
-                repaired.append(message)
-            continue
-        repaired.extend(_missing_results(open_calls))
-        open_calls = []
-        repaired.append(message)
-        if role == "assistant":
-            open_calls = [call.get("id") for call in message.get("tool_calls") or () if call.get("id")]
-    repaired.extend(_missing_results(open_calls))
-    return repaired
-
-
-def _missing_results(call_ids: list[str]) -> list[dict[str, Any]]:
-    return [{"role": "tool", "tool_call_id": call_id, "content": _MISSING_RESULT} for call_id in call_ids]
 
 
 def _shown_arguments(call: ToolCall) -> Any:
