@@ -117,7 +117,6 @@ class AgentTurn:
         self._task: asyncio.Task[TurnResult] | None = None
         self._partial: list[str] = []
         self._confirmations: dict[str, asyncio.Future[ConfirmationOutcome]] = {}
-        self._resolved: set[str] = set()
 
     # -- TurnStream: input ---------------------------------------------------------------
 
@@ -192,9 +191,12 @@ class AgentTurn:
     def resolve_confirmation(
         self, confirmation_id: str, approved: bool, option_id: str | None = None
     ) -> None:
-        """The user's answer; only the first answer counts."""
-        if confirmation_id in self._resolved:
-            raise InputError("already_resolved", f"Confirmation {confirmation_id} was already answered.")
+        """The user's answer to a confirmation this turn is waiting on; any other id is not found.
+
+        Only the first answer counts: the confirmation stops being pending when it is answered. Telling
+        a late answer "already_resolved" is the controller's job, which remembers answered ids (bounded)
+        and only forwards a reply here while the confirmation is pending.
+        """
         if confirmation_id not in self._confirmations:
             raise InputError("not_found", f"Confirmation {confirmation_id} not found.")
         self._settle(confirmation_id, ConfirmationOutcome(approved=approved, by="user", option_id=option_id))
@@ -235,7 +237,6 @@ class AgentTurn:
 
     def _settle(self, confirmation_id: str, outcome: ConfirmationOutcome) -> None:
         future = self._confirmations.pop(confirmation_id)
-        self._resolved.add(confirmation_id)
         future.set_result(outcome)
         event: dict[str, Any] = {
             "type": "confirmation_resolved",
