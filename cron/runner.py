@@ -23,7 +23,7 @@ from agentsite.eventqueue import EventQueue
 from chat.hub import get_hub, message_submit
 from chat.models import Session
 from chat.service import Cancel, Remove, Steer
-from cron import services
+from cron import inbox, services
 from cron.exceptions import DeliveryError
 from cron.models import CronJob, CronRun
 from cron.specs import RequestSpec, parse_spec
@@ -205,7 +205,7 @@ async def _follow(context: RunContext, queue: EventQueue) -> Outcome:
         if kind == "confirmation_request" and await _is_active(context):
             await _on_confirmation(context, event.get("data") or {})
         elif kind == "confirmation_resolved":
-            await database_sync_to_async(services.approval_item_resolve)(
+            await database_sync_to_async(inbox.approval_item_resolve)(
                 confirmation_id=str(event.get("confirmation_id")),
                 approved=bool(event.get("approved")),
                 by=str(event.get("by")),
@@ -250,7 +250,7 @@ async def _on_confirmation(context: RunContext, data: dict[str, Any]) -> None:
     """Nobody watches the session: the owner learns from the inbox that the run waits for a decision."""
     if await get_hub().watcher_count(context.session_id) > 0:
         return
-    await database_sync_to_async(services.approval_item_create)(
+    await database_sync_to_async(inbox.approval_item_create)(
         run_id=context.run_id, session_id=context.session_id, confirmation=data
     )
 

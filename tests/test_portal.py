@@ -8,13 +8,12 @@ import pytest
 from django.test import Client
 
 from agentsite.services import api_key_create
-from cron.services import inbox_item_create
+from cron.inbox import inbox_item_create
 from tests import factories
 
 PASSWORD = "pw-for-tests-123"
 EVERY_USER_PAGES = ["/", "/settings/keys", "/jobs", "/inbox"]
 STAFF_PAGES = ["/settings/agents", "/settings/agents/default", "/settings/providers"]
-
 
 
 def logged_in(user: Any) -> Client:
