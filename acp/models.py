@@ -6,16 +6,16 @@ that no longer has the right shape fails loudly with the runner's name instead o
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 import pydantic
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from acp.updates import TOOL_PARSE_MODES, ToolParseMode
 from agents.models import NAME_PATTERN, Agent
 
-TOOL_PARSE_MODES = ("call_title", "update_detail", "call_detail")
 ENV_MASK = "***"  # what responses show instead of an env value (write-only)
 DEFAULT_TIMEOUT_SECONDS = 300
 MAX_TIMEOUT_SECONDS = 86_400
@@ -34,7 +34,7 @@ class RunnerConfig(pydantic.BaseModel):
     args: list[str]
     env: dict[str, str]
     trusted: bool
-    tool_parse_mode: Literal["call_title", "update_detail", "call_detail"]
+    tool_parse_mode: ToolParseMode
     timeout_seconds: int = pydantic.Field(gt=0)
     sandbox_paths: list[str] = []
 

@@ -32,7 +32,8 @@ from acp.schema import (
 
 ToolParseMode = Literal["call_title", "update_detail", "call_detail"]
 UpdateKind = Literal["message", "thought", "tool_call", "tool_call_update", "plan"]
-TOOL_PARSE_MODES: tuple[str, ...] = ("call_title", "update_detail", "call_detail")
+# The one list of modes: the runner rows (acp/models.py), their REST validation and the settings page use it.
+TOOL_PARSE_MODES: tuple[ToolParseMode, ...] = ("call_title", "update_detail", "call_detail")
 _DETAIL_CHARS = 2000
 
 

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from agents.tools.base import ApprovalMode, Risk, Tool
+    from agents.contract import ApprovalMode
+    from agents.tools.base import Risk, Tool
 
 Decision = Literal["allow", "ask", "refuse"]
 

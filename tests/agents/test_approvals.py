@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agents.approvals import Verdict, always_refused, decide, evaluate
+from agents.contract import ApprovalMode
 from agents.tools import registry
-from agents.tools.base import ApprovalMode, Risk
+from agents.tools.base import Risk
 
 
 @pytest.mark.parametrize(
