@@ -1,4 +1,4 @@
-"""ACP runner configurations: which external agents an agent may delegate to (PROTOCOL §2, §4).
+"""ACP runner configurations: which external agents an agent may delegate to (docs/protocol.md §2, §4).
 
 The `args` and `env` JSON columns are read through `RunnerConfig` (pydantic), so a row edited by hand
 that no longer has the right shape fails loudly with the runner's name instead of spawning nonsense.
@@ -40,7 +40,7 @@ class RunnerConfig(pydantic.BaseModel):
 
 
 class RunnerDict(TypedDict):
-    """The wire form of one runner (RUNNER in PROTOCOL §2); env values masked."""
+    """The wire form of one runner (RUNNER in docs/protocol.md §2); env values masked."""
 
     enabled: bool
     command: str

@@ -1,4 +1,4 @@
-"""Validation of runner configs written over REST (PROTOCOL §2 "ACP runners")."""
+"""Validation of runner configs written over REST (docs/protocol.md §2 "ACP runners")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Turn ACP `session/update` payloads into the small dicts users see as `delegate_update` events.
 
-PROTOCOL §3.3: `{kind: message|thought|tool_call|tool_call_update|plan, text?, title?, status?}`.
+docs/protocol.md §3.3: `{kind: message|thought|tool_call|tool_call_update|plan, text?, title?, status?}`.
 How much of a runner's tool activity is shown depends on the runner's `tool_parse_mode`:
 
 - `call_title`   — tool calls and their updates show only title and status (the default: short).

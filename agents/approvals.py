@@ -1,4 +1,4 @@
-"""Approval policy (PROTOCOL §3.5): what runs, what asks the user, what is refused.
+"""Approval policy (docs/protocol.md §3.5): what runs, what asks the user, what is refused.
 
 :func:`evaluate` is the one entry the turn calls: it answers allow/ask/refuse for a validated
 call and carries the exact sentence the model (a refusal) or the user (a confirmation) reads.

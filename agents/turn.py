@@ -4,7 +4,7 @@ One :class:`AgentTurn` answers one user message. It runs in its own task so that
 model keeps streaming while the controller fans events out, and so that :meth:`aclose`
 can stop it wherever it is (streaming, running a tool, waiting for a confirmation).
 
-The loop (PROTOCOL §3.4/§3.5):
+The loop (docs/protocol.md §3.4/§3.5):
 1. messages = system prompt + history + the user's message;
 2. each step drains steered inputs into user messages, then streams one model answer
    (``delta`` / ``thinking`` events);
@@ -397,7 +397,7 @@ class AgentTurn:
 
     async def _invoke(self, tool: Tool, params: Any, call_id: str) -> tuple[str, bool]:
         # extras["call_id"]: the id of this tool call, for tools that stream events about it
-        # (delegate_external_agent's `delegate_update`, PROTOCOL §3.3).
+        # (delegate_external_agent's `delegate_update`, docs/protocol.md §3.3).
         context = replace(self._context, extras={**self._context.extras, "call_id": call_id})
         try:
             return await tool.run(params, context), False

@@ -1,4 +1,4 @@
-"""Cron and inbox REST API (PROTOCOL §2 "Cron jobs and inbox").
+"""Cron and inbox REST API (docs/protocol.md §2 "Cron jobs and inbox").
 
 Thin views over cron/services.py (jobs and runs) and cron/inbox.py.
 """

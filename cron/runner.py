@@ -3,7 +3,7 @@
 An agent job's input goes into the session's queue exactly like a user message (chat.hub.message_submit),
 so whoever watches the session sees it run; the run then follows that message's events until its
 `result`. A text job adds an assistant message. Every run is bounded by its job's timeout, and its
-CronRun row is finished in a `finally`, whatever happened (PROTOCOL §2).
+CronRun row is finished in a `finally`, whatever happened (docs/protocol.md §2).
 
 Run tasks live in this process's event loop (the serving loop for `serve`, the scheduler's for
 `runscheduler`); `spawn_run` keeps a reference to each so shutdown can cancel and await them.
@@ -73,10 +73,6 @@ def spawn_run(run_id: str) -> asyncio.Task[None]:
 async def spawn_run_async(run_id: str) -> None:
     """Sync callers: `async_to_sync(spawn_run_async)(run_id)` starts it in the outer loop."""
     spawn_run(run_id)
-
-
-def active_run_ids() -> list[str]:
-    return list(_tasks)
 
 
 async def wait_runs() -> None:

@@ -298,7 +298,8 @@ def run_finish(
 
 
 def _inbox_for_run(run: CronRun) -> InboxItem | None:
-    """PROTOCOL §2: failure/error → always an error item; success → an info item when the job asks for it."""
+    """The inbox item a finished run calls for (docs/protocol.md §2): failure/error → always an error
+    item; success → an info item when the job asks for it."""
     job = run.job
     payload = {"job_id": job.id, "run_id": run.id, "session_id": run.session_id or None}
     if run.status in (CronRun.Status.FAILURE, CronRun.Status.ERROR):
