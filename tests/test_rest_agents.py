@@ -18,7 +18,6 @@ PROVIDERS = "/api/v1/providers"
 SECRET = "sk-very-secret-provider-key"
 
 
-
 def provider_body(**overrides: Any) -> dict[str, Any]:
     body = {
         "id": "local",

@@ -20,7 +20,6 @@ from tests.test_rest_keys import assert_error
 SESSIONS = "/api/v1/chat/sessions"
 
 
-
 # --- create ---------------------------------------------------------------------------------------
 
 

@@ -35,7 +35,6 @@ from tests.support.ws import connect, rest
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun, pytest.mark.timeout(60)]
 
 
-
 @pytest.fixture
 async def session(alice):  # type: ignore[no-untyped-def]
     return await sync_to_async(factories.session)(alice)

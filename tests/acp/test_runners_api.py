@@ -10,7 +10,6 @@ from acp.models import AcpRunner
 pytestmark = pytest.mark.django_db
 
 
-
 BASE = "/api/v1/agents/default/config/acp"
 RUNNER = {
     "enabled": True,

@@ -22,7 +22,6 @@ from tests.support.ws import connect
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
-
 @pytest.fixture(autouse=True)
 def fresh_homes() -> None:
     """User ids repeat from test to test; the runner homes of earlier tests must not count."""

@@ -33,7 +33,6 @@ NEVER = "0 0 1 1 *"
 WRITE = {"tool_calls": [{"name": "write_file", "arguments": {"path": "report.txt", "content": "done"}}]}
 
 
-
 @pytest.fixture(autouse=True)
 async def no_run_left_behind() -> Any:
     yield
