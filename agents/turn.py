@@ -5,7 +5,7 @@ model keeps streaming while the controller fans events out, and so that :meth:`a
 can stop it wherever it is (streaming, running a tool, waiting for a confirmation).
 
 The loop (docs/protocol.md §3.4/§3.5):
-1. messages = system prompt + history + the user's message;
+1. messages = system prompt + history (repaired once, agents/history.py) + the user's message;
 2. each step drains steered inputs into user messages, then streams one model answer
    (``delta`` / ``thinking`` events);
 3. every tool call is checked (known and enabled, arguments valid, approval policy) and
