@@ -1,4 +1,7 @@
-"""REST for ACP runners per agent (PROTOCOL §2): site configuration, readable by all, writable by staff."""
+"""REST for ACP runners per agent (docs/protocol.md §2).
+
+Site configuration: readable by every user, writable by staff.
+"""
 
 from __future__ import annotations
 
@@ -16,16 +19,12 @@ from agentsite.errors import ApiError
 _RUNNER_NAME = re.compile(NAME_PATTERN)
 
 
-class _AgentRunnersBase(AgentConfigApi):
-    pass
-
-
-class AgentRunnerListApi(_AgentRunnersBase):
+class AgentRunnerListApi(AgentConfigApi):
     def get(self, request: Request, name: str) -> Response:
         return Response({"runners": runner_list(agent=self._agent(name))})
 
 
-class AgentRunnerApi(_AgentRunnersBase):
+class AgentRunnerApi(AgentConfigApi):
     def get(self, request: Request, name: str, runner: str) -> Response:
         found = runner_get(agent=self._agent(name), name=runner)
         if found is None:

@@ -7,6 +7,10 @@ requests through policy and then the `on_permission` callback, and hands `sessio
 notifications to `on_update` in arrival order. Every failure of the runner becomes
 an `AcpError` with a sentence a user can act on; none leaves a hung call or a live process behind.
 
+This module holds the connection's life (spawn, handshake, prompts, teardown); how one request to the
+runner is bounded and its failures named is in `acp.calls`, how updates and permission requests that
+the runner sends unasked reach the callbacks is in `acp.inbound`.
+
 Plain asyncio: no Django. Persistence and publishing are the caller's callbacks.
 """
 
@@ -14,25 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ValidationError
-
+from acp.calls import call_runner, lost_runner_error
 from acp.clock import RunnerClock
 from acp.fs import read_text_file, write_text_file
-from acp.jsonrpc import INVALID_PARAMS, JsonRpcError, ProtocolViolation
+from acp.inbound import Callbacks, OnPermission, OnPolicyDecision, OnUpdate, UpdateFeed, answer_permission
+from acp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from acp.peer import AcpPeer
 from acp.permissions import PendingPermissions
-from acp.policy import PermissionDecision, PermissionRequest, decide_permission
 from acp.process import RunnerProcess, SpawnError
 from acp.schema import (
     PROTOCOL_VERSION,
-    CancelledOutcome,
     ClientCapabilities,
     FileSystemCapabilities,
     Implementation,
@@ -41,33 +40,18 @@ from acp.schema import (
     ReadTextFileResponse,
     RequestPermissionRequest,
     RequestPermissionResponse,
-    SelectedOutcome,
     SessionNotification,
     WriteTextFileRequest,
     WriteTextFileResponse,
 )
-from acp.spec import AcpError, AcpRunnerSpec, ErrorCode
+from acp.spec import AcpError, AcpRunnerSpec
 from acp.transport import StrictNdjsonTransport
-from acp.updates import RenderedUpdate, message_text, render_update
-
-logger = logging.getLogger(__name__)
+from acp.updates import message_text
 
 ConnectionState = Literal["open", "running", "waiting_for_permission", "exited", "closed"]
-OnUpdate = Callable[[RenderedUpdate], Awaitable[None] | None]
-OnPermission = Callable[[PermissionRequest], Awaitable[str | None]]
-OnPolicyDecision = Callable[[PermissionRequest, PermissionDecision], Awaitable[None] | None]
-T = TypeVar("T")
 
 CLIENT_NAME = "agentsite"
 CLIENT_VERSION = "0.1.0"
-_EXIT_GRACE_SECONDS = 0.5  # after the runner exits, how long its last stdout frames may still arrive
-
-
-@dataclass(frozen=True)
-class _Callbacks:
-    on_update: OnUpdate | None
-    on_permission: OnPermission | None
-    on_policy_decision: OnPolicyDecision | None
 
 
 class _ClientHandlers:
@@ -130,13 +114,15 @@ class AcpConnection:
         self._startup_timeout = startup_timeout
         self._shutdown_grace = shutdown_grace
         self._term_grace = term_grace
-        self._defaults = _Callbacks(on_update, on_permission, on_policy_decision)
+        self._defaults = Callbacks(on_update, on_permission, on_policy_decision)
         self._callbacks = self._defaults
         self._state: ConnectionState = "closed"
         self._process: RunnerProcess | None = None
         self._transport: StrictNdjsonTransport | None = None
         self._conn: AcpPeer | None = None
-        self._updates: asyncio.Queue[BaseModel] = asyncio.Queue()
+        self._updates = UpdateFeed(
+            runner=spec.name, tool_parse_mode=spec.tool_parse_mode, callbacks=lambda: self._callbacks
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._exited = asyncio.Event()
         self._clock: RunnerClock | None = None
@@ -202,7 +188,7 @@ class AcpConnection:
         self._conn = AcpPeer(self._transport, _ClientHandlers(self), name=f"acp-{self.spec.name}")
         self._conn.start()
         self._tasks = [
-            asyncio.create_task(self._deliver_updates(), name="acp-updates"),
+            asyncio.create_task(self._updates.deliver(), name="acp-updates"),
             asyncio.create_task(self._watch_exit(), name="acp-exit-watch"),
         ]
         try:
@@ -233,19 +219,14 @@ class AcpConnection:
         self._reply = []
         self._approval_mode = approval_mode
         self.stop_reason = None
-        defaults = self._defaults
-        self._callbacks = _Callbacks(
-            on_update or defaults.on_update,
-            on_permission or defaults.on_permission,
-            on_policy_decision or defaults.on_policy_decision,
-        )
+        self._callbacks = Callbacks(on_update, on_permission, on_policy_decision).over(self._defaults)
         try:
             response = await self._call(
                 conn.prompt(session_id, text),
                 phase="session/prompt",
                 seconds=self.spec.timeout_seconds,
             )
-            await self._updates.join()
+            await self._updates.drained()
         except asyncio.CancelledError:
             await self._cancel_quietly()
             raise
@@ -253,7 +234,7 @@ class AcpConnection:
             await self._after_failure(exc)
             raise
         finally:
-            self._callbacks = defaults
+            self._callbacks = self._defaults
             self._approval_mode = "ask"
         self.stop_reason = response.stop_reason
         self._state = "open"
@@ -301,68 +282,27 @@ class AcpConnection:
         )
         self.session_id = session.session_id
 
-    async def _call(self, request: Coroutine[Any, Any, T], *, phase: str, seconds: float) -> T:
-        """Await one request to the runner, turning every way it can fail into an AcpError."""
+    async def _call[T](self, request: Coroutine[Any, Any, T], *, phase: str, seconds: float) -> T:
+        """Await one request to the runner (acp/calls.py): every failure becomes an AcpError."""
         self._clock = RunnerClock()
-        task = asyncio.ensure_future(request)
-        try:
-            return await self._bounded(task, self._clock, phase, seconds)
-        except JsonRpcError as exc:
-            code: ErrorCode = "initialize_failed" if phase == "initialize" else "runner_error"
-            raise AcpError(f"Runner '{self.spec.name}' refused {phase}: {_describe(exc)}", code=code) from exc
-        except (ValidationError, ProtocolViolation) as exc:
-            raise AcpError(
-                f"Runner '{self.spec.name}' answered {phase} with an invalid message.", code="protocol_error"
-            ) from exc
-        except (ConnectionError, OSError) as exc:
-            raise await self._lost_runner_error(phase) from exc
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
-
-    async def _bounded(self, task: asyncio.Future[T], clock: RunnerClock, phase: str, seconds: float) -> T:
-        """Wait for `task` within `seconds` of the runner's own time, noticing early if it exits."""
-        while True:
-            remaining = None if clock.paused else seconds - clock.used()
-            if remaining is not None and remaining <= 0:
-                raise AcpError(
-                    f"Runner '{self.spec.name}' did not answer {phase} within {seconds:g} seconds.",
-                    code="timeout",
-                )
-            changed = asyncio.ensure_future(clock.changed())
-            exited = asyncio.ensure_future(self._exited.wait())
-            waiters: set[asyncio.Future[Any]] = {task, changed, exited}
-            try:
-                await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                changed.cancel()
-                exited.cancel()
-            if task.done():
-                return task.result()
-            if self._exited.is_set():
-                # Its last frames may still be in the pipe: give them a moment before calling it a crash.
-                await asyncio.wait({task}, timeout=_EXIT_GRACE_SECONDS)
-                if task.done():
-                    return task.result()
-                raise await self._lost_runner_error(phase)
+        return await call_runner(
+            request,
+            runner=self.spec.name,
+            phase=phase,
+            seconds=seconds,
+            clock=self._clock,
+            exited=self._exited,
+            lost=self._lost_runner_error,
+        )
 
     async def _lost_runner_error(self, phase: str) -> AcpError:
-        """Explain why the connection to the runner ended during `phase`."""
-        if self._closing:
-            return AcpError(f"Runner '{self.spec.name}' was closed.", code="closed")
-        if self._transport is not None and self._transport.violation:
-            return AcpError(f"Runner '{self.spec.name}': {self._transport.violation}", code="protocol_error")
-        assert self._process is not None
-        returncode = await self._process.wait_exit(_EXIT_GRACE_SECONDS)
-        status = f"exited with code {returncode}" if returncode is not None else "closed its output"
-        code: ErrorCode = "initialize_failed" if phase in ("initialize", "session/new") else "crashed"
-        message = f"Runner '{self.spec.name}' {status} during {phase}."
-        tail = self.stderr_tail
-        if tail:
-            message += f" Its last error output: {tail[-500:]}"
-        return AcpError(message, code=code)
+        return await lost_runner_error(
+            runner=self.spec.name,
+            phase=phase,
+            closing=self._closing,
+            violation=self._transport.violation if self._transport is not None else None,
+            process=self._process,
+        )
 
     def _ready_for_prompt(self) -> tuple[AcpPeer, str]:
         if self._state in ("running", "waiting_for_permission"):
@@ -402,42 +342,18 @@ class AcpConnection:
         text = message_text(update)
         if text is not None and self._state == "running":
             self._reply.append(text)
-        self._updates.put_nowait(update)
-
-    async def _deliver_updates(self) -> None:
-        """Consumer task: render each update and hand it to `on_update`, one at a time, in order."""
-        while True:
-            update = await self._updates.get()
-            try:
-                rendered = render_update(update, self.spec.tool_parse_mode)
-                on_update = self._callbacks.on_update
-                if rendered is not None and on_update is not None:
-                    await _maybe_await(on_update(rendered))
-            except Exception:
-                logger.exception("on_update failed for runner %s", self.spec.name)
-            finally:
-                self._updates.task_done()
+        self._updates.put(update)
 
     async def _answer_permission(self, params: RequestPermissionRequest) -> RequestPermissionResponse:
-        request = PermissionRequest.from_acp(params.tool_call, params.options)
-        decision = decide_permission(
-            request,
-            workspace=self.spec.cwd,
-            visible=self.spec.visible_cwd,
-            trusted=self.spec.trusted,
+        return await answer_permission(
+            params,
+            spec=self.spec,
             approval_mode=self._approval_mode,
+            callbacks=self._callbacks,
+            pending=self._permissions,
+            clock=self._clock,
+            closing=self._closing,
         )
-        if decision is not None:
-            on_policy_decision = self._callbacks.on_policy_decision
-            if on_policy_decision is not None:
-                with contextlib.suppress(Exception):
-                    await _maybe_await(on_policy_decision(request, decision))
-            return _permission_response(decision.option_id)
-        on_permission = self._callbacks.on_permission
-        if on_permission is None or self._closing:
-            return _permission_response(None)
-        option_id = await self._permissions.ask(on_permission, request, pause=self._clock)
-        return _permission_response(option_id if request.has_option(option_id) else None)
 
     # -- lifetime ------------------------------------------------------------------------------------
 
@@ -489,25 +405,3 @@ class AcpConnection:
             if task is not current:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-
-
-def _permission_response(option_id: str | None) -> RequestPermissionResponse:
-    if option_id is None:
-        return RequestPermissionResponse(outcome=CancelledOutcome())
-    return RequestPermissionResponse(outcome=SelectedOutcome(option_id=option_id))
-
-
-def _describe(exc: JsonRpcError) -> str:
-    """The runner's error message plus its detail, if it gave one."""
-    message = exc.message
-    data = exc.data
-    if isinstance(data, dict):
-        detail = data.get("details") or data.get("detail") or data.get("message")
-        if detail:
-            message = f"{message} ({detail})"
-    return message
-
-
-async def _maybe_await(result: Awaitable[None] | None) -> None:
-    if inspect.isawaitable(result):
-        await result

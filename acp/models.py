@@ -1,4 +1,4 @@
-"""ACP runner configurations: which external agents an agent may delegate to (PROTOCOL §2, §4).
+"""ACP runner configurations: which external agents an agent may delegate to (docs/protocol.md §2, §4).
 
 The `args` and `env` JSON columns are read through `RunnerConfig` (pydantic), so a row edited by hand
 that no longer has the right shape fails loudly with the runner's name instead of spawning nonsense.
@@ -6,16 +6,16 @@ that no longer has the right shape fails loudly with the runner's name instead o
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import TypedDict
 
 import pydantic
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from acp.updates import TOOL_PARSE_MODES, ToolParseMode
 from agents.models import NAME_PATTERN, Agent
 
-TOOL_PARSE_MODES = ("call_title", "update_detail", "call_detail")
 ENV_MASK = "***"  # what responses show instead of an env value (write-only)
 DEFAULT_TIMEOUT_SECONDS = 300
 MAX_TIMEOUT_SECONDS = 86_400
@@ -34,13 +34,13 @@ class RunnerConfig(pydantic.BaseModel):
     args: list[str]
     env: dict[str, str]
     trusted: bool
-    tool_parse_mode: Literal["call_title", "update_detail", "call_detail"]
+    tool_parse_mode: ToolParseMode
     timeout_seconds: int = pydantic.Field(gt=0)
     sandbox_paths: list[str] = []
 
 
 class RunnerDict(TypedDict):
-    """The wire form of one runner (RUNNER in PROTOCOL §2); env values masked."""
+    """The wire form of one runner (RUNNER in docs/protocol.md §2); env values masked."""
 
     enabled: bool
     command: str

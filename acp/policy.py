@@ -1,6 +1,6 @@
 """Permission requests from ACP runners and the policy that answers some of them without asking.
 
-PROTOCOL §3.5: a runner's `session/request_permission` reaches the user, except when policy decides:
+docs/protocol.md §3.5: a runner's `session/request_permission` reaches the user, except when policy decides:
 always-refused commands and paths outside the workspace are refused in every mode (even for trusted
 runners); a trusted runner, or approval mode `full_access`, gets its `allow_once` option; `read_only`
 gets `reject_once` (or `cancelled`). The workspace rule is the same one the file tools use.

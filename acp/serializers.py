@@ -1,4 +1,4 @@
-"""Validation of runner configs written over REST (PROTOCOL §2 "ACP runners")."""
+"""Validation of runner configs written over REST (docs/protocol.md §2 "ACP runners")."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from acp.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, TOOL_PARSE_MODES
+from acp.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
+from acp.updates import TOOL_PARSE_MODES
 from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
 
 

@@ -1,6 +1,6 @@
 """Live runner connections, keyed by (chat session, runner), and their lifetime.
 
-PROTOCOL §4: a chat session has at most one ACP session per runner. The registry is the one owner
+docs/protocol.md §4: a chat session has at most one ACP session per runner. The registry is the one owner
 of those connections in a server process: `status` reads it without spawning anything, closing a
 chat session closes its runners, and server shutdown closes them all, so no runner outlives what
 it belongs to. Plain asyncio, no Django.

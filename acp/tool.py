@@ -1,4 +1,4 @@
-"""`delegate_external_agent`: the model hands work to an external agent over ACP (PROTOCOL §4).
+"""`delegate_external_agent`: the model hands work to an external agent over ACP (docs/protocol.md §4).
 
 Runner configs are read from the database on every call (any process may have changed them);
 live runner connections are kept in this tool's `AcpSessionRegistry`, keyed by (chat session,

@@ -1,6 +1,6 @@
 """Turn ACP `session/update` payloads into the small dicts users see as `delegate_update` events.
 
-PROTOCOL §3.3: `{kind: message|thought|tool_call|tool_call_update|plan, text?, title?, status?}`.
+docs/protocol.md §3.3: `{kind: message|thought|tool_call|tool_call_update|plan, text?, title?, status?}`.
 How much of a runner's tool activity is shown depends on the runner's `tool_parse_mode`:
 
 - `call_title`   — tool calls and their updates show only title and status (the default: short).
@@ -32,7 +32,8 @@ from acp.schema import (
 
 ToolParseMode = Literal["call_title", "update_detail", "call_detail"]
 UpdateKind = Literal["message", "thought", "tool_call", "tool_call_update", "plan"]
-TOOL_PARSE_MODES: tuple[str, ...] = ("call_title", "update_detail", "call_detail")
+# The one list of modes: the runner rows (acp/models.py), their REST validation and the settings page use it.
+TOOL_PARSE_MODES: tuple[ToolParseMode, ...] = ("call_title", "update_detail", "call_detail")
 _DETAIL_CHARS = 2000
 
 

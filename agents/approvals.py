@@ -1,8 +1,10 @@
-"""Approval policy (PROTOCOL §3.5): what runs, what asks the user, what is refused.
+"""Approval policy (docs/protocol.md §3.5): what runs, what asks the user, what is refused.
 
-Two questions, kept apart: :func:`decide` maps a call's risk and the message's approval
-mode to allow/ask/refuse; :func:`always_refused` names shell commands that are refused in
-every mode because no confirmation should ever let them through.
+:func:`evaluate` is the one entry the turn calls: it answers allow/ask/refuse for a validated
+call and carries the exact sentence the model (a refusal) or the user (a confirmation) reads.
+It puts two questions together that are kept apart below: :func:`decide` maps a call's risk and
+the message's approval mode to allow/ask/refuse; :func:`always_refused` names shell commands
+that are refused in every mode because no confirmation should ever let them through.
 
 ``always_refused`` parses the command the way the shell would split it (quotes, ``;``,
 ``&&``, ``||``, pipes, subshells, ``$(...)``) and judges each simple command by its program
@@ -24,7 +26,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from agents.tools.base import ApprovalMode, Risk, Tool
+    from agents.contract import ApprovalMode
+    from agents.tools.base import Risk, Tool
 
 Decision = Literal["allow", "ask", "refuse"]
 
@@ -78,10 +81,14 @@ _MAX_DEPTH = 5
 
 @dataclass(frozen=True)
 class Verdict:
-    """The policy's answer for one call, with a sentence to show the user and the model."""
+    """The policy's answer for one call, with the sentence the user and the model see.
+
+    The turn shows ``reason`` as it is: the tool result of a refused call, the question of a
+    confirmation. A call that runs has nothing to explain (empty reason).
+    """
 
     decision: Decision
-    reason: str
+    reason: str = ""
 
 
 def decide(*, risk: Risk, mode: ApprovalMode) -> Decision:
@@ -97,15 +104,17 @@ def evaluate(tool: Tool, params: BaseModel, mode: ApprovalMode) -> Verdict:
     """The whole policy for one validated call: always-refused first, then :func:`decide`."""
     refusal = tool.refusal_reason(params)
     if refusal is not None:
-        return Verdict("refuse", f"Refused in every approval mode: {refusal}")
-    risk = tool.risk_for(params)
-    decision = decide(risk=risk, mode=mode)
+        return Verdict("refuse", f"Refused in every approval mode: {refusal}.")
+    decision = decide(risk=tool.risk_for(params), mode=mode)
     if decision == "refuse":
-        return Verdict("refuse", f"'{tool.name}' is a dangerous tool and this message is read-only.")
+        return Verdict(
+            "refuse",
+            f"Refused: read-only mode. '{tool.name}' is a dangerous tool and this message may "
+            "only use safe tools.",
+        )
     if decision == "ask":
         return Verdict("ask", f"'{tool.name}' is a dangerous tool and needs your confirmation.")
-    why = "safe tool" if risk == "safe" else "full access granted for this message"
-    return Verdict("allow", why)
+    return Verdict("allow")
 
 
 def always_refused(command: str) -> str | None:

@@ -89,7 +89,7 @@ class SiteDefault(models.Model):
 
 
 class ToolSetting(models.Model):
-    """A per-agent switch for one tool; tools without a row use their default (PROTOCOL §2)."""
+    """A per-agent switch for one tool; tools without a row use their default (docs/protocol.md §2)."""
 
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="tool_settings")
     tool = models.CharField(max_length=64)

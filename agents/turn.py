@@ -4,8 +4,8 @@ One :class:`AgentTurn` answers one user message. It runs in its own task so that
 model keeps streaming while the controller fans events out, and so that :meth:`aclose`
 can stop it wherever it is (streaming, running a tool, waiting for a confirmation).
 
-The loop (PROTOCOL §3.4/§3.5):
-1. messages = system prompt + history + the user's message;
+The loop (docs/protocol.md §3.4/§3.5):
+1. messages = system prompt + history (repaired once, agents/history.py) + the user's message;
 2. each step drains steered inputs into user messages, then streams one model answer
    (``delta`` / ``thinking`` events);
 3. every tool call is checked (known and enabled, arguments valid, approval policy) and
@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 
 from agents import approvals
 from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
+from agents.history import repair_history
 from agents.llm import ModelClient, ModelError, ToolCall
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry
@@ -36,9 +37,6 @@ from agentsite.eventqueue import EventQueue
 logger = logging.getLogger(__name__)
 
 ResolvedBy = Literal["user", "timeout", "cancel", "policy"]
-
-
-_MISSING_RESULT = "No result: the turn ended before this tool call finished."
 
 
 class TurnRecorder(Protocol):
@@ -119,7 +117,6 @@ class AgentTurn:
         self._task: asyncio.Task[TurnResult] | None = None
         self._partial: list[str] = []
         self._confirmations: dict[str, asyncio.Future[ConfirmationOutcome]] = {}
-        self._resolved: set[str] = set()
 
     # -- TurnStream: input ---------------------------------------------------------------
 
@@ -194,9 +191,12 @@ class AgentTurn:
     def resolve_confirmation(
         self, confirmation_id: str, approved: bool, option_id: str | None = None
     ) -> None:
-        """The user's answer; only the first answer counts."""
-        if confirmation_id in self._resolved:
-            raise InputError("already_resolved", f"Confirmation {confirmation_id} was already answered.")
+        """The user's answer to a confirmation this turn is waiting on; any other id is not found.
+
+        Only the first answer counts: the confirmation stops being pending when it is answered. Telling
+        a late answer "already_resolved" is the controller's job, which remembers answered ids (bounded)
+        and only forwards a reply here while the confirmation is pending.
+        """
         if confirmation_id not in self._confirmations:
             raise InputError("not_found", f"Confirmation {confirmation_id} not found.")
         self._settle(confirmation_id, ConfirmationOutcome(approved=approved, by="user", option_id=option_id))
@@ -237,7 +237,6 @@ class AgentTurn:
 
     def _settle(self, confirmation_id: str, outcome: ConfirmationOutcome) -> None:
         future = self._confirmations.pop(confirmation_id)
-        self._resolved.add(confirmation_id)
         future.set_result(outcome)
         event: dict[str, Any] = {
             "type": "confirmation_resolved",
@@ -375,21 +374,14 @@ class AgentTurn:
             tool, params = self._tools.parse(call.name, call.arguments)
         except ToolError as exc:
             return str(exc), True
-        refusal = tool.refusal_reason(params)
-        if refusal is not None:
-            return f"Refused in every approval mode: {refusal}.", True
-        decision = approvals.decide(risk=tool.risk_for(params), mode=self.request.approval_mode)
-        if decision == "refuse":
-            return (
-                f"Refused: read-only mode. '{tool.name}' is a dangerous tool and this message may "
-                "only use safe tools.",
-                True,
-            )
-        if decision == "ask":
+        verdict = approvals.evaluate(tool, params, self.request.approval_mode)
+        if verdict.decision == "refuse":
+            return verdict.reason, True
+        if verdict.decision == "ask":
             outcome = await self.ask_confirmation(
                 tool=tool.name,
                 arguments=_shown_arguments(call),
-                reason=f"'{tool.name}' is a dangerous tool and needs your confirmation.",
+                reason=verdict.reason,
                 command=tool.describe(params),
             )
             if not outcome.approved:
@@ -405,7 +397,7 @@ class AgentTurn:
 
     async def _invoke(self, tool: Tool, params: Any, call_id: str) -> tuple[str, bool]:
         # extras["call_id"]: the id of this tool call, for tools that stream events about it
-        # (delegate_external_agent's `delegate_update`, PROTOCOL §3.3).
+        # (delegate_external_agent's `delegate_update`, docs/protocol.md §3.3).
         context = replace(self._context, extras={**self._context.extras, "call_id": call_id})
         try:
             return await tool.run(params, context), False
@@ -425,37 +417,6 @@ def _initial_messages(
     messages.extend(repair_history(history))
     messages.append({"role": "user", "content": content})
     return messages
-
-
-def repair_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Make stored history acceptable to strict providers.
-
-    A turn that was cancelled or crashed between an assistant's tool calls and their
-    results leaves calls without results (OpenAI then rejects every later request); a
-    tool message whose call is gone is rejected too. Missing results are filled in with a
-    note, orphan results dropped.
-    """
-    repaired: list[dict[str, Any]] = []
-    open_calls: list[str] = []
-    for message in history:
-        role = message.get("role")
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if call_id in open_calls:
-                open_calls.remove(call_id)
-                repaired.append(message)
-            continue
-        repaired.extend(_missing_results(open_calls))
-        open_calls = []
-        repaired.append(message)
-        if role == "assistant":
-            open_calls = [call.get("id") for call in message.get("tool_calls") or () if call.get("id")]
-    repaired.extend(_missing_results(open_calls))
-    return repaired
-
-
-def _missing_results(call_ids: list[str]) -> list[dict[str, Any]]:
-    return [{"role": "tool", "tool_call_id": call_id, "content": _MISSING_RESULT} for call_id in call_ids]
 
 
 def _shown_arguments(call: ToolCall) -> Any:

@@ -1,4 +1,4 @@
-"""Serializer fields that refuse type coercion (PROTOCOL: `"steer": "yes"` is an error, not True)."""
+"""Serializer fields that refuse type coercion (docs/protocol.md: `"steer": "yes"` is an error, not True)."""
 
 from __future__ import annotations
 

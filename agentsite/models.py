@@ -16,7 +16,7 @@ DISPLAY_PREFIX_LENGTH = len(KEY_PREFIX) + 8
 
 
 def generate_key() -> str:
-    """`ask_` + 40 url-safe characters (PROTOCOL §1)."""
+    """`ask_` + 40 url-safe characters (docs/protocol.md §1)."""
     body = ""
     while len(body) < KEY_BODY_LENGTH:
         body += secrets.token_urlsafe(KEY_BODY_LENGTH)

@@ -7,7 +7,7 @@ from rest_framework.request import Request
 
 
 class IsStaffOrReadOnly(BasePermission):
-    """Site configuration: readable by every user, writable by staff only (PROTOCOL §1)."""
+    """Site configuration: readable by every user, writable by staff only (docs/protocol.md §1)."""
 
     message = "Only staff can change site configuration."
 

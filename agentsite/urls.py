@@ -53,7 +53,7 @@ api_v1 = [
         name="confirmation",
     ),
     path("chat/sessions/<str:session_id>/events", chat_api.EventStreamApi.as_view(), name="events"),
-    path("", include("cron.urls")),  # cron jobs and inbox (PROTOCOL §2)
+    path("", include("cron.urls")),  # cron jobs and inbox (docs/protocol.md §2)
 ]
 
 urlpatterns = [

@@ -1,6 +1,6 @@
 """WebSocket authentication: `?api_key=`, or the browser session cookie from an allowed Origin.
 
-PROTOCOL §1: a socket that sends an Origin must come from an allowed origin; API clients send none and
+docs/protocol.md §1: a socket that sends an Origin must come from an allowed origin; API clients send none and
 authenticate by key alone; cookie authentication is never accepted without an allowed Origin. A key
 that is given is always checked: a wrong key is rejected in every mode, also AGENTSITE_AUTH=open.
 """

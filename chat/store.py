@@ -275,7 +275,11 @@ class DjangoTurnRecorder:
 
 
 def history_for_model(session_id: str, *, before_message_id: str) -> list[dict[str, Any]]:
-    """Earlier turns as OpenAI chat messages: user, assistant (with tool calls) and tool results."""
+    """Earlier turns as OpenAI chat messages: user, assistant (with tool calls) and tool results.
+
+    The rows as they are stored: a turn that was interrupted mid-tool leaves calls without results
+    here, and the turn repairs them before the model sees them (agents/history.py), in one place.
+    """
     # SQL, not the ORM (agentsite/db.py): this runs for every turn over the whole conversation.
     with connection.cursor() as cursor:
         cursor.execute(
@@ -297,29 +301,10 @@ def history_for_model(session_id: str, *, before_message_id: str) -> list[dict[s
             history.append(entry)
         elif role == Message.Role.USER:
             history.append({"role": "user", "content": content})
-    return _drop_dangling_tool_calls(history)
+    return history
 
 
 def _duplicate(message_id: str) -> InputError:
     return InputError(
         "duplicate_message_id", f"Message {message_id} already exists in this session.", message_id=message_id
     )
-
-
-def _drop_dangling_tool_calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """An interrupted turn can leave tool calls without results; providers reject such a history."""
-    answered = {m["tool_call_id"] for m in history if m["role"] == "tool"}
-    cleaned: list[dict[str, Any]] = []
-    for message in history:
-        calls = message.get("tool_calls")
-        if calls:
-            kept = [call for call in calls if call.get("id") in answered]
-            message = {**message}
-            if kept:
-                message["tool_calls"] = kept
-            else:
-                message.pop("tool_calls")
-                if not message.get("content"):
-                    continue
-        cleaned.append(message)
-    return cleaned

@@ -1,4 +1,7 @@
-"""Cron and inbox REST API (PROTOCOL §2 "Cron jobs and inbox"): thin views over cron/services.py."""
+"""Cron and inbox REST API (docs/protocol.md §2 "Cron jobs and inbox").
+
+Thin views over cron/services.py (jobs and runs) and cron/inbox.py.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
 from agentsite.pagination import CursorPage
-from cron import runner, services
+from cron import inbox, runner, services
 from cron.exceptions import CronError
 from cron.models import CronJob, InboxItem
 from cron.specs import SpecError
@@ -38,7 +41,7 @@ def _job(request: Request, job_id: str) -> CronJob:
 
 def _item(request: Request, item_id: str) -> InboxItem:
     try:
-        return services.inbox_item_get_for_user(user=request.user, item_id=item_id)
+        return inbox.inbox_item_get_for_user(user=request.user, item_id=item_id)
     except CronError as exc:
         raise ApiError(exc.status, exc.code, exc.message) from None
 
@@ -109,7 +112,7 @@ class JobHistoryApi(generics.GenericAPIView):
 class InboxListApi(generics.GenericAPIView):
     def get(self, request: Request) -> Response:
         unread_only = _flag(request.query_params.get("unread_only", ""), "unread_only")
-        items = services.inbox_list_for_user(user=request.user, unread_only=unread_only)
+        items = inbox.inbox_list_for_user(user=request.user, unread_only=unread_only)
         page = self.paginate_queryset(items)
         return self.get_paginated_response([item.to_dict() for item in page])
 
@@ -125,7 +128,7 @@ class InboxReadApi(APIView):
         if every is None and (not isinstance(ids, list) or not all(isinstance(i, str) for i in ids)):
             problem = {"ids": ["must be a list of strings"]}
             raise ApiError(400, "invalid", "ids: must be a list of item ids", fields=problem)
-        updated = services.inbox_mark_read(user=request.user, ids=ids, every=every is True)
+        updated = inbox.inbox_mark_read(user=request.user, ids=ids, every=every is True)
         return Response({"updated": updated})
 
 
@@ -134,7 +137,7 @@ class InboxItemApi(APIView):
         return Response(_item(request, item_id).to_dict())
 
     def delete(self, request: Request, item_id: str) -> Response:
-        services.inbox_item_delete(item=_item(request, item_id))
+        inbox.inbox_item_delete(item=_item(request, item_id))
         return Response({"id": item_id, "deleted": True})
 
 

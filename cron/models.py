@@ -1,7 +1,8 @@
-"""Cron jobs, their runs, and the inbox (PROTOCOL §2 "Cron jobs and inbox").
+"""Cron jobs, their runs, and the inbox (docs/protocol.md §2 "Cron jobs and inbox").
 
 The JSON columns (schedule, request, dispatch) hold exactly what cron/specs.py accepted, and are parsed
-through those models again whenever they are read for work (STYLE.md: JSON columns go through a model).
+through those models again whenever they are read for work (docs/architecture.md: JSON columns go
+through a model).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class CronJob(models.Model):
         return self.name
 
     def to_dict(self) -> dict[str, Any]:
-        """JOB of PROTOCOL §2 (plus created_at/updated_at)."""
+        """JOB of docs/protocol.md §2 (plus created_at/updated_at)."""
         return {
             "id": self.id,
             "name": self.name,
@@ -130,7 +131,7 @@ class CronRun(models.Model):
         return self.status != self.Status.RUNNING
 
     def to_dict(self) -> dict[str, Any]:
-        """RUN of PROTOCOL §2 (plus the session and message it delivered into)."""
+        """RUN of docs/protocol.md §2 (plus the session and message it delivered into)."""
         return {
             "run_id": self.id,
             "job_id": self.job_id,

@@ -3,7 +3,7 @@
 An agent job's input goes into the session's queue exactly like a user message (chat.services.message_submit),
 so whoever watches the session sees it run; the run then follows that message's events until its
 `result`. A text job adds an assistant message. Every run is bounded by its job's timeout, and its
-CronRun row is finished in a `finally`, whatever happened (PROTOCOL §2).
+CronRun row is finished in a `finally`, whatever happened (docs/protocol.md §2).
 
 Run tasks live in this process's event loop (the serving loop for `serve`, the scheduler's for
 `runscheduler`); `spawn_run` keeps a reference to each so shutdown can cancel and await them.
@@ -24,7 +24,7 @@ from chat.live import live_sessions
 from chat.live.commands import Cancel, Remove, Steer
 from chat.models import Session
 from chat.services import message_submit
-from cron import services
+from cron import inbox, services
 from cron.exceptions import DeliveryError
 from cron.models import CronJob, CronRun
 from cron.specs import RequestSpec, parse_spec
@@ -74,10 +74,6 @@ def spawn_run(run_id: str) -> asyncio.Task[None]:
 async def spawn_run_async(run_id: str) -> None:
     """Sync callers: `async_to_sync(spawn_run_async)(run_id)` starts it in the outer loop."""
     spawn_run(run_id)
-
-
-def active_run_ids() -> list[str]:
-    return list(_tasks)
 
 
 async def wait_runs() -> None:
@@ -206,7 +202,7 @@ async def _follow(context: RunContext, queue: EventQueue) -> Outcome:
         if kind == "confirmation_request" and await _is_active(context):
             await _on_confirmation(context, event.get("data") or {})
         elif kind == "confirmation_resolved":
-            await database_sync_to_async(services.approval_item_resolve)(
+            await database_sync_to_async(inbox.approval_item_resolve)(
                 confirmation_id=str(event.get("confirmation_id")),
                 approved=bool(event.get("approved")),
                 by=str(event.get("by")),
@@ -251,7 +247,7 @@ async def _on_confirmation(context: RunContext, data: dict[str, Any]) -> None:
     """Nobody watches the session: the owner learns from the inbox that the run waits for a decision."""
     if await live_sessions().watcher_count(context.session_id) > 0:
         return
-    await database_sync_to_async(services.approval_item_create)(
+    await database_sync_to_async(inbox.approval_item_create)(
         run_id=context.run_id, session_id=context.session_id, confirmation=data
     )
 

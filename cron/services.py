@@ -1,8 +1,9 @@
-"""Writes and lookups for cron jobs, runs and the inbox (`<entity>_<action>`, keyword-only, typed).
+"""Writes and lookups for cron jobs and their runs (`<entity>_<action>`, keyword-only, typed).
 
 Views, admin actions, the scheduler and the runner call these; they hold every rule that touches the
 database: ownership, the checks a JOB needs beyond its shape, claiming a due run exactly once, opening
-a run (or recording it `skipped`), finishing a run and the inbox items that follow from it.
+a run (or recording it `skipped`), finishing a run and the inbox item that follows from it. The inbox
+itself (listing, reading, the approval items of unattended runs) is cron/inbox.py.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -22,7 +22,8 @@ from agents.models import DEFAULT_AGENT, Agent
 from agents.services import default_agent_ensure
 from chat.models import Message, Session
 from chat.services import session_create
-from cron.exceptions import DeliveryError, InboxItemNotFound, JobNotFound
+from cron.exceptions import DeliveryError, JobNotFound
+from cron.inbox import inbox_item_create
 from cron.models import CronJob, CronRun, InboxItem
 from cron.schedule import due_and_next, next_run_at
 from cron.specs import (
@@ -39,7 +40,6 @@ logger = logging.getLogger(__name__)
 
 # A `running` row older than its job's timeout plus this belongs to a process that died mid-run.
 STALE_RUN_GRACE = dt.timedelta(seconds=60)
-INBOX_BODY_LIMIT = 20_000
 
 
 def _now(now: dt.datetime | None) -> dt.datetime:
@@ -298,7 +298,8 @@ def run_finish(
 
 
 def _inbox_for_run(run: CronRun) -> InboxItem | None:
-    """PROTOCOL §2: failure/error → always an error item; success → an info item when the job asks for it."""
+    """The inbox item a finished run calls for (docs/protocol.md §2): failure/error → always an error
+    item; success → an info item when the job asks for it."""
     job = run.job
     payload = {"job_id": job.id, "run_id": run.id, "session_id": run.session_id or None}
     if run.status in (CronRun.Status.FAILURE, CronRun.Status.ERROR):
@@ -365,96 +366,3 @@ def assistant_message_create(*, session_id: str, message_id: str, content: str) 
         created_at=now,
         entered_at=now,
     )
-
-
-# --------------------------------------------------------------------------------------------------
-# Inbox
-# --------------------------------------------------------------------------------------------------
-
-
-def inbox_list_for_user(*, user: User, unread_only: bool = False) -> QuerySet[InboxItem]:
-    items = InboxItem.objects.filter(owner=user)
-    return items.filter(read=False) if unread_only else items
-
-
-def inbox_item_get_for_user(*, user: User, item_id: str) -> InboxItem:
-    item = InboxItem.objects.filter(id=item_id, owner=user).first()
-    if item is None:
-        raise InboxItemNotFound(f"Inbox item {item_id} not found")
-    return item
-
-
-def inbox_item_create(
-    *,
-    owner_id: int,
-    source_type: str,
-    source_id: str,
-    title: str,
-    body: str,
-    status: str,
-    severity: str,
-    payload: dict[str, Any],
-) -> InboxItem:
-    return InboxItem.objects.create(
-        owner_id=owner_id,
-        source_type=source_type,
-        source_id=source_id,
-        title=title[:300],
-        body=body[:INBOX_BODY_LIMIT],
-        status=status,
-        severity=severity,
-        payload=payload,
-    )
-
-
-def inbox_mark_read(*, user: User, ids: Iterable[str] | None = None, every: bool = False) -> int:
-    """Mark the user's items read (the given ids, or all of them); other users' ids are ignored."""
-    items = InboxItem.objects.filter(owner=user, read=False)
-    if not every:
-        items = items.filter(id__in=list(ids or ()))
-    return items.update(read=True)
-
-
-def inbox_item_delete(*, item: InboxItem) -> None:
-    item.delete()
-
-
-def approval_item_create(*, run_id: str, session_id: str, confirmation: dict[str, Any]) -> InboxItem | None:
-    """Tell the job's owner that an unattended run waits for a decision in `session_id`."""
-    run = CronRun.objects.select_related("job").filter(id=run_id).first()
-    if run is None:
-        return None
-    job = run.job
-    tool = str(confirmation.get("tool", "a tool"))
-    what = confirmation.get("command") or confirmation.get("arguments")
-    body = (
-        f"The run of '{job.name}' wants to use '{tool}'"
-        + (f": {what}" if what else "")
-        + f". Open session {session_id} to approve or refuse it; the run waits up to "
-        f"{job.timeout_seconds} s from its start."
-    )
-    return inbox_item_create(
-        owner_id=job.owner_id,
-        source_type=InboxItem.SourceType.APPROVAL,
-        source_id=str(confirmation.get("confirmation_id", "")),
-        title=f"{job.name}: approval needed for {tool}",
-        body=body,
-        status="pending",
-        severity=InboxItem.Severity.WARNING,
-        payload={
-            "job_id": job.id,
-            "run_id": run.id,
-            "session_id": session_id,
-            "confirmation_id": confirmation.get("confirmation_id"),
-            "tool": tool,
-            "arguments": confirmation.get("arguments"),
-        },
-    )
-
-
-def approval_item_resolve(*, confirmation_id: str, approved: bool, by: str) -> int:
-    """Record how a pending approval ended on its inbox item: approved, refused, timeout or cancel."""
-    status = "approved" if approved else ("refused" if by in ("user", "policy") else by)
-    return InboxItem.objects.filter(
-        source_type=InboxItem.SourceType.APPROVAL, source_id=confirmation_id, status="pending"
-    ).update(status=status)

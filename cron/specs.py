@@ -1,4 +1,4 @@
-"""Pydantic models for the JSON parts of a cron JOB (PROTOCOL §2): schedule, request and dispatch.
+"""Pydantic models for the JSON parts of a cron JOB (docs/protocol.md §2): schedule, request and dispatch.
 
 The API validates request bodies with them and the scheduler re-parses the stored JSON columns with
 them, so a job that was accepted once is read back the same way. Plain Python: no Django here.
@@ -45,7 +45,7 @@ __all__ = [
 MIN_INTERVAL_SECONDS = 10
 # One (leap) year: anything rarer is better written as a cron string, and it keeps timedelta maths finite.
 MAX_INTERVAL_SECONDS = 366 * 24 * 3600
-# The same limit as a chat message's `content` (PROTOCOL §2), since the job's input becomes one.
+# The same limit as a chat message's `content` (docs/protocol.md §2), since the job's input becomes one.
 MAX_TEXT_CHARS = 100_000
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9:._-]{1,128}")
@@ -271,7 +271,7 @@ class ContentPart(_Spec):
 
 
 class InputMessage(_Spec):
-    """One input item, in the Responses-API-like shape PROTOCOL §2 uses."""
+    """One input item, in the Responses-API-like shape docs/protocol.md §2 uses."""
 
     role: Literal["user"] = "user"
     type: Literal["message"] = "message"
@@ -397,7 +397,7 @@ READ_ONLY_JOB_KEYS = frozenset(
 
 
 class JobSpec(_Spec):
-    """The writable part of a JOB (PROTOCOL §2), before the checks that need the database."""
+    """The writable part of a JOB (docs/protocol.md §2), before the checks that need the database."""
 
     name: str = Field(min_length=1, max_length=200)
     enabled: bool = True

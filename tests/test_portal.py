@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from agentsite.services import api_key_create
-from cron.services import inbox_item_create
+from cron.inbox import inbox_item_create
 from tests import factories
 
 PASSWORD = "pw-for-tests-123"

@@ -1,4 +1,4 @@
-"""The `default` agent always exists (PROTOCOL §2)."""
+"""The `default` agent always exists (docs/protocol.md §2)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from agents.tools.base import (
-    ApprovalMode,
     Risk,
     Tool,
     ToolContext,
@@ -21,7 +20,6 @@ for _tool in BUILTIN_TOOLS:
 
 __all__ = [
     "BUILTIN_TOOLS",
-    "ApprovalMode",
     "Risk",
     "Tool",
     "ToolContext",

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import pydantic
 from pydantic import BaseModel
 
+from agents.contract import ApprovalMode
+
 if TYPE_CHECKING:
     from agents.sandbox.base import Sandbox
 
 logger = logging.getLogger(__name__)
 
 Risk = Literal["safe", "dangerous"]
-ApprovalMode = Literal["ask", "full_access", "read_only"]
 
 # Schema keys that only add noise to what the model reads.
 _NOISE_KEYS = frozenset({"title"})

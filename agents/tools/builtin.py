@@ -1,4 +1,4 @@
-"""The built-in tools of PROTOCOL §2, and the clock tool that needs no module of its own."""
+"""The built-in tools of docs/protocol.md §2, and the clock tool that needs no module of its own."""
 
 from __future__ import annotations
 

@@ -14,6 +14,6 @@ def inbox_unread(user: Any) -> int:
     """Unread inbox items of `user` (0 for anonymous visitors)."""
     if not getattr(user, "is_authenticated", False):
         return 0
-    from cron.services import inbox_list_for_user
+    from cron.inbox import inbox_list_for_user
 
     return inbox_list_for_user(user=user, unread_only=True).count()

@@ -7,12 +7,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from acp.services import runner_list
+from acp.updates import TOOL_PARSE_MODES
 from agents.models import Agent, Provider, SiteDefault
 from agents.services import tool_items_for
 from agentsite.models import ApiKey
 from portal.access import AuthenticatedHttpRequest, staff_required
-
-TOOL_PARSE_MODES = ("call_title", "update_detail", "call_detail")
 
 
 @login_required

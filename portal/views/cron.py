@@ -14,9 +14,9 @@ from pydantic import ValidationError
 from agents.models import Agent
 from chat.services import session_list_for_user
 from cron.exceptions import CronError
+from cron.inbox import inbox_list_for_user
 from cron.schedule import describe, upcoming
 from cron.services import (
-    inbox_list_for_user,
     job_get_for_user,
     job_list_for_user,
     job_schedule,

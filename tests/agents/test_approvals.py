@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.approvals import always_refused, decide, evaluate
+from agents.approvals import Verdict, always_refused, decide, evaluate
+from agents.contract import ApprovalMode
 from agents.tools import registry
-from agents.tools.base import ApprovalMode, Risk
+from agents.tools.base import Risk
 
 
 @pytest.mark.parametrize(
@@ -160,24 +161,30 @@ def test_unbalanced_quotes_are_still_checked() -> None:
 
 
 def test_evaluate_refuses_always_refused_commands_even_with_full_access() -> None:
+    """The sentence is the tool result the model reads."""
     tool, params = registry.parse("shell", {"command": "sudo rm -rf /"})
     for mode in ("ask", "full_access", "read_only"):
-        verdict = evaluate(tool, params, mode)
-        assert verdict.decision == "refuse"
-        assert verdict.reason.startswith("Refused in every approval mode: ")
+        assert evaluate(tool, params, mode) == Verdict(
+            "refuse", "Refused in every approval mode: 'rm -r /' would delete a system or home folder."
+        )
 
 
-@pytest.mark.parametrize(
-    ("mode", "expected"), [("ask", "ask"), ("full_access", "allow"), ("read_only", "refuse")]
-)
-def test_evaluate_applies_the_mode_to_dangerous_tools(mode: ApprovalMode, expected: str) -> None:
-    for name, arguments in [("shell", {"command": "ls"}), ("write_file", {"path": "a", "content": ""})]:
-        tool, params = registry.parse(name, arguments)
-        verdict = evaluate(tool, params, mode)
-        assert verdict.decision == expected
-        assert name in verdict.reason or expected == "allow"
+@pytest.mark.parametrize("name", ["shell", "write_file"])
+def test_evaluate_applies_the_mode_to_dangerous_tools(name: str) -> None:
+    """Read-only refuses with the sentence the model reads; ask carries the question the user reads."""
+    arguments = {"command": "ls"} if name == "shell" else {"path": "a", "content": ""}
+    tool, params = registry.parse(name, arguments)
+    assert evaluate(tool, params, "full_access") == Verdict("allow")
+    assert evaluate(tool, params, "ask") == Verdict(
+        "ask", f"'{name}' is a dangerous tool and needs your confirmation."
+    )
+    assert evaluate(tool, params, "read_only") == Verdict(
+        "refuse",
+        f"Refused: read-only mode. '{name}' is a dangerous tool and this message may only use safe tools.",
+    )
 
 
-def test_evaluate_allows_safe_tools_in_read_only_mode() -> None:
+@pytest.mark.parametrize("mode", ["ask", "full_access", "read_only"])
+def test_evaluate_allows_safe_tools_in_every_mode(mode: ApprovalMode) -> None:
     tool, params = registry.parse("read_file", {"path": "notes.txt"})
-    assert evaluate(tool, params, "read_only").decision == "allow"
+    assert evaluate(tool, params, mode) == Verdict("allow")

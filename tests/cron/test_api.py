@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from cron import services
+from cron import inbox, services
 from cron.models import CronJob, CronRun, InboxItem
 from tests import factories
 
@@ -304,7 +304,7 @@ def test_a_run_while_one_is_going_is_recorded_skipped(api: Any, alice_key: str) 
 
 
 def _item(owner: Any, title: str, **extra: Any) -> InboxItem:
-    return services.inbox_item_create(
+    return inbox.inbox_item_create(
         owner_id=owner.pk,
         source_type=extra.pop("source_type", "cron"),
         source_id="j1",

@@ -1,4 +1,4 @@
-"""`manage.py runscheduler [--interval 1.0]`: the cron scheduler alone (PROTOCOL §5).
+"""`manage.py runscheduler [--interval 1.0]`: the cron scheduler alone (docs/protocol.md §5).
 
 For deployments that run it apart from `serve`; several may run at once (each due run fires once).
 SIGTERM and SIGINT stop the loop cleanly: no new claims, runs in progress end `cancelled`, exit 0.

@@ -2,9 +2,9 @@
 
 Before it listens it checks that migrations are applied, registers the provider named in the
 environment, and ends every turn that no live process owns any more (`result interrupted`,
-PROTOCOL §3.4). With `--workers N` (needs REDIS_URL) it opens the port once and starts N worker
+docs/protocol.md §3.4). With `--workers N` (needs REDIS_URL) it opens the port once and starts N worker
 processes that share it: the kernel spreads connections over them, and any socket may land on any
-worker (sessions are routed to their owner, DESIGN.md §3). The parent restarts a worker that dies.
+worker (sessions are routed to their owner, docs/architecture.md). The parent restarts a worker that dies.
 """
 
 from __future__ import annotations
