@@ -16,6 +16,7 @@ once — that turns dozens of hand-overs into one; alone, a call costs what it d
 
 Where asgiref would pick another thread — a sync caller waiting in `async_to_sync` (its own thread, and
 its transaction), a request's ThreadSensitiveContext — the call goes through `sync_to_async` unchanged.
+What this uses of asgiref's private parts is in agentsite/internals.py.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import os
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Field, Model
+
+from agentsite.internals import asgiref_picks_another_thread, bind_thread_to, run_in_database_thread
 
 # (function, args, kwargs, context, future) of one call
 _Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], contextvars.Context, asyncio.Future[Any]]
@@ -62,13 +64,11 @@ class _DatabaseThread:
 
     def _hand_over(self) -> None:
         batch, self.waiting = self.waiting, []
-        SyncToAsync.single_thread_executor.submit(self._run, batch)
+        run_in_database_thread(functools.partial(self._run, batch))
 
     def _run(self, batch: list[_Call]) -> None:
         """In the database thread: every call of the batch in order, then all results back at once."""
-        # What asgiref's thread_handler sets, so that async_to_sync inside a call finds our loop.
-        SyncToAsync.threadlocal.main_event_loop = self.loop
-        SyncToAsync.threadlocal.main_event_loop_pid = os.getpid()
+        bind_thread_to(self.loop)
         outcomes: list[tuple[bool, Any]] = []
         for fn, args, kwargs, context, _future in batch:
             try:
@@ -105,16 +105,6 @@ def _database_thread(loop: asyncio.AbstractEventLoop) -> _DatabaseThread:
     return thread
 
 
-def _has_own_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    """asgiref's rules that pick a thread other than the shared one: a sync caller waiting in
-    async_to_sync (its thread, and its transaction, e.g. a test's), or a request's ThreadSensitiveContext."""
-    return (
-        getattr(AsyncToSync.executors, "current", None) is not None
-        or SyncToAsync.thread_sensitive_context.get(None) is not None
-        or loop in AsyncToSync.loop_thread_executors
-    )
-
-
 def database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
     """`fn` as a coroutine function that runs in the database thread (see the module docstring)."""
 
@@ -129,7 +119,7 @@ def database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
     @wraps(fn)
     async def run(*args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()
-        if _has_own_thread(loop):
+        if asgiref_picks_another_thread(loop):
             return await sync_to_async(call, thread_sensitive=True)(*args, **kwargs)
         return await _database_thread(loop).call(fn, args, kwargs)  # type: ignore[no-any-return]
 
@@ -142,7 +132,7 @@ def database_call[**P, R](fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs)
     several independent calls into the same hand-over: `await asyncio.gather(database_call(a),
     database_call(b))`."""
     loop = asyncio.get_running_loop()
-    if _has_own_thread(loop):
+    if asgiref_picks_another_thread(loop):
         return asyncio.ensure_future(database_sync_to_async(fn)(*args, **kwargs))
     return _database_thread(loop).call(fn, args, kwargs)
 

@@ -186,6 +186,8 @@ AGENTSITE_SESSION_LEASE_SECONDS = env_float("AGENTSITE_SESSION_LEASE_SECONDS", 1
 AGENTSITE_EVENT_RETENTION = env_int("AGENTSITE_EVENT_RETENTION", 2000, minimum=100)
 AGENTSITE_DEMO_DELAY = env_float("AGENTSITE_DEMO_DELAY", 0.03, minimum=0.0)
 AGENTSITE_REQUIRE_SERVICES = env_bool("AGENTSITE_REQUIRE_SERVICES", False)
+# Under an ASGI server with lifespan support: run the cron scheduler in the server process too.
+AGENTSITE_EMBEDDED_SCHEDULER = env_bool("AGENTSITE_EMBEDDED_SCHEDULER", True)
 
 # Where tools' processes run (docs/protocol.md §6.1, agents/sandbox/).
 AGENTSITE_SANDBOX = env_choice("AGENTSITE_SANDBOX", "auto", ("auto", "bwrap", "none"))

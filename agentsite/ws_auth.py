@@ -18,6 +18,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils.http import is_same_domain
 
 from agentsite.db import database_sync_to_async
+from agentsite.internals import SERVER_SEND
 from agentsite.services import api_key_authenticate, local_user
 
 
@@ -39,9 +40,6 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
-SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
-
-
 class WebSocketAuthMiddleware:
     """Outermost: the Origin rule, then `?api_key=` alone, or the browser's session cookie.
 
@@ -60,7 +58,7 @@ class WebSocketAuthMiddleware:
         if origin is not None and not origin_allowed(origin):
             denier = WebsocketDenier()
             return await denier(scope, receive, send)
-        scope = {**scope, "auth_error": None, "api_key": None, SEND: send}
+        scope = {**scope, "auth_error": None, "api_key": None, SERVER_SEND: send}
         api_keys = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
         if api_keys is None:
             return await self.cookie_stack(scope, receive, send)

@@ -12,17 +12,13 @@ import json
 import logging
 from typing import Any
 
-from channels.consumer import get_handler_name
-from channels.exceptions import StopConsumer
-from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.utils import await_many_dispatch
 from django.conf import settings
 
 from agentsite.db import database_call, database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError
+from agentsite.internals import LeanWebsocketConsumer
 from agentsite.services import api_key_is_active
-from agentsite.ws_auth import SEND
 from chat import inputs
 from chat.live import Attachment, Unavailable, live_sessions
 from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
@@ -44,12 +40,12 @@ _MOVED: dict[str, Any] = {"type": "__moved__"}
 _CLOSED: dict[str, Any] = {"type": "__closed__"}
 
 
-class ChatConsumer(AsyncWebsocketConsumer):
+class ChatConsumer(LeanWebsocketConsumer):
     """One socket on one session.
 
-    Lean per socket, because a server holds thousands of them: no channel-layer channel (events come from
-    the hub; a deleted session's sockets are closed through it, on every process), and frames go straight
-    to the server's `send` (scope[SEND]) rather than through the middleware wrappers around it.
+    Lean per socket, because a server holds thousands of them (agentsite/internals.py): no channel-layer
+    channel (events come from the live sessions; a deleted session's sockets are closed through them, on
+    every process), and frames go straight to the server's `send`.
     """
 
     session_id: str
@@ -57,34 +53,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
     attachment: Attachment | None = None
     sender: asyncio.Task[None] | None = None
     sent_seq: int = 0
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        # Channels' AsyncConsumer.__call__ without its per-socket channel-layer channel and receive task.
-        self.scope = scope
-        self.channel_layer = None
-        self.base_send = send
-        self._send_raw = scope.get(SEND, send)
-        try:
-            await await_many_dispatch([receive], self.dispatch)
-        except StopConsumer:
-            pass
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # Channels' dispatch also runs close_old_connections in the database thread before every frame:
-        # a thread hand-over per frame, and (CONN_MAX_AGE=0) a reconnect. agentsite/db.py keeps that
-        # thread's connection and closes it only when it fails.
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
-
-    async def websocket_disconnect(self, message: dict[str, Any]) -> None:
-        # Channels' version also runs close_old_connections in the database thread (see dispatch).
-        await self.disconnect(message["code"])
-        raise StopConsumer()
-
-    async def send_text(self, text: str) -> None:
-        await self._send_raw({"type": "websocket.send", "text": text})
 
     async def connect(self) -> None:
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]

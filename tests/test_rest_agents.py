@@ -1,4 +1,5 @@
-"""Agents and providers over REST (PROTOCOL §2): site configuration, readable by all, writable by staff.
+"""Agents and providers over REST (docs/protocol.md §2): site configuration, readable by all, writable by
+staff.
 
 Also the unauthenticated endpoints (version, healthz) and the API's own description (schema, docs).
 """

@@ -1,4 +1,5 @@
-"""API keys (PROTOCOL §1): the keys REST API, `manage.py create_api_key`, and how requests authenticate."""
+"""API keys (docs/protocol.md §1): the keys REST API, `manage.py create_api_key`, and how requests
+authenticate."""
 
 from __future__ import annotations
 

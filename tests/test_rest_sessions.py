@@ -1,4 +1,4 @@
-"""Chat sessions over REST (PROTOCOL §2): create, list, get, patch, delete, history, and bad input.
+"""Chat sessions over REST (docs/protocol.md §2): create, list, get, patch, delete, history, and bad input.
 
 The queue endpoints (POST messages etc.) run turns on the live event loop and are tested elsewhere; here
 only the refusal of input to a closed session is checked, which happens before the queue is reached.

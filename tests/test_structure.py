@@ -12,7 +12,14 @@ ROOT = Path(__file__).resolve().parents[1]
 APPS = ("agents", "chat", "acp", "cron", "portal")
 # agentsite is two things: the kernel every app builds on (settings, database access, errors, fields,
 # authentication, accounts) and the composition root that wires the apps together.
-COMPOSITION = ("agentsite.urls", "agentsite.asgi", "agentsite.api", "agentsite.views", "agentsite.management")
+COMPOSITION = (
+    "agentsite.urls",
+    "agentsite.asgi",
+    "agentsite.lifecycle",
+    "agentsite.api",
+    "agentsite.views",
+    "agentsite.management",
+)
 # Who may import whom. Dependencies point one way: portal → cron → chat → agents ← acp; all → kernel.
 ALLOWED = {
     "kernel": set(),
@@ -97,3 +104,13 @@ def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
         and component("agentsite.management.commands.serve") == "composition"
     )
     assert component("json") is None
+
+
+def test_every_model_change_has_its_migration(db: object) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("makemigrations", "--check", "--dry-run", stdout=out)  # exits 1 when one is missing
+    assert "No changes detected" in out.getvalue()

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='acprunner',
             name='sandbox_paths',
-            field=models.JSONField(blank=True, default=list, help_text="More host paths the runner's program needs, shown read-only in its sandbox (its executable and installation are shown automatically). Never the data directory or the project's code."),
+            field=models.JSONField(blank=True, default=list, help_text="More host paths the runner's program needs, shown read-only in its sandbox (its executable and installation are shown automatically). Never the data directory or the code."),
         ),
     ]

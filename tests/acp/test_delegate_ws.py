@@ -134,7 +134,8 @@ async def test_a_runner_that_fails_initialize_is_an_error_result_and_the_turn_co
     await ws.disconnect()
 
 
-# -- permissions (PROTOCOL §3.5) -------------------------------------------------------------------------
+# -- permissions (docs/protocol.md §3.5)
+# -------------------------------------------------------------------------
 
 
 async def test_runner_permission_requests_ask_the_user_who_approves_or_refuses(session, alice_key, llm):

@@ -1,4 +1,5 @@
-"""ACP runner configs over REST (PROTOCOL §2 "ACP runners"): validation, masking, permissions, admin."""
+"""ACP runner configs over REST (docs/protocol.md §2 "ACP runners"): validation, masking, permissions,
+admin."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Per-agent tool switches over REST (PROTOCOL §2): list, toggle, idempotent PUT; staff writes only."""
+"""Per-agent tool switches over REST (docs/protocol.md §2): list, toggle, idempotent PUT; staff writes
+only."""
 
 from __future__ import annotations
 

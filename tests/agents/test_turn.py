@@ -734,12 +734,6 @@ async def test_controller_runs_a_turn_with_a_confirmation_answered_through_it(
     assert (tmp_path / "out.txt").read_text() == "data"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chat/controller.py marks a confirmation answered only when the turn's confirmation_resolved "
-    "event reaches it, so a second reply in between is forwarded and the turn says not_found; fix in the "
-    "controller: mark it resolved when it forwards the first reply",
-)
 async def test_controller_answers_a_second_reply_sent_at_once_already_resolved(fake_llm, make_turn) -> None:
     """docs/protocol.md: an answered confirmation → 409 already_resolved, however fast the replies come."""
     fake_llm.script(_write(), Reply(text="Not written."))

@@ -1,4 +1,5 @@
-"""Approvals over the socket through the real runtime, the fake model and the real tools (PROTOCOL §3.5).
+"""Approvals over the socket through the real runtime, the fake model and the real tools (docs/protocol.md
+§3.5).
 
 The intent of the seed's confirmation flows: approve → the tool runs and the model sees its output;
 reject → the model sees a refusal and the turn completes.

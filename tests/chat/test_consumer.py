@@ -1,4 +1,5 @@
-"""The chat WebSocket on the real ASGI application (PROTOCOL §3.1–3.3): auth, validation, a first turn."""
+"""The chat WebSocket on the real ASGI application (docs/protocol.md §3.1–3.3): auth, validation, a first
+turn."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SessionController: the per-session queue of PROTOCOL §3.4, driven through a scripted turn stream."""
+"""SessionController: the per-session queue of docs/protocol.md §3.4, driven through a scripted turn
+stream."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The queue's REST endpoints (PROTOCOL §2 "Chat sessions") on the real ASGI app, with the real runtime.
+"""The queue's REST endpoints (docs/protocol.md §2 "Chat sessions") on the real ASGI app, with the real
+runtime.
 
 The views are sync DRF views that reach the live controllers with async_to_sync; driving them with
 httpx's ASGI transport in the test's event loop makes them share controllers with the sockets and

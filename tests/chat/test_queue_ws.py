@@ -1,4 +1,5 @@
-"""The per-session queue over the real ASGI app's WebSocket (PROTOCOL §3.2-3.4), with the real runtime.
+"""The per-session queue over the real ASGI app's WebSocket (docs/protocol.md §3.2-3.4), with the real
+runtime.
 
 Turns run through `DjangoRuntime` against a fake OpenAI-compatible server over HTTP, so what the model
 saw is asserted on the requests it received. A turn is held running with a scripted `delay` (before

@@ -1,4 +1,5 @@
-"""Cron jobs and the inbox over REST (PROTOCOL §2): shapes, validation 400s, ownership 404s, pause/resume,
+"""Cron jobs and the inbox over REST (docs/protocol.md §2): shapes, validation 400s, ownership 404s,
+pause/resume,
 read/unread/delete, and the admin pages and actions. Runs themselves are tested in test_runs.py."""
 
 from __future__ import annotations

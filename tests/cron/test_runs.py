@@ -1,5 +1,5 @@
 """Cron runs executed for real in this test's event loop: the real runtime, the fake model over HTTP, the
-real session queue and sockets (PROTOCOL §2 "Cron jobs and inbox", §3.5).
+real session queue and sockets (docs/protocol.md §2 "Cron jobs and inbox", §3.5).
 
 The seed's cron flow over REST: an agent job that never fires by itself, run now, poll its history until
 `success`, then find the answer in the target session and in the inbox; a model that answers 500 gives a

@@ -1,5 +1,5 @@
 """Two real `manage.py runscheduler` processes on one Postgres database fire every due run exactly once,
-and SIGTERM stops each of them cleanly (PROTOCOL §2 "Every due run executes exactly once", §5).
+and SIGTERM stops each of them cleanly (docs/protocol.md §2 "Every due run executes exactly once", §5).
 
 Needs Postgres (SQLite serialises every writer, so it would prove nothing): DATABASE_URL when it points at
 Postgres, else the local default of `make test-services`. Skipped when none answers; with

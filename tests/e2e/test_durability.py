@@ -1,4 +1,4 @@
-"""Durability (PROTOCOL §3.4): SIGKILL a real server mid-turn with messages queued, start it again.
+"""Durability (docs/protocol.md §3.4): SIGKILL a real server mid-turn with messages queued, start it again.
 
 The model is a fake OpenAI-compatible server in its own process, scripted to hold the first turn
 running. After the restart, on the same database and data dir:

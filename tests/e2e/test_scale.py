@@ -1,4 +1,4 @@
-"""Several real server processes on Postgres + Redis (DESIGN.md §3 "Scaled", issue 8).
+"""Several real server processes on Postgres + Redis (docs/architecture.md "Processes", issue 8).
 
 Each test starts its own `manage.py serve` processes on one database and one Redis, so any socket may
 land on any process. They run in the service-backed pass of `make test` (marker `scaled`), and fail

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -47,19 +48,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
     sock.setblocking(False)
     sock.set_inheritable(True)
     return sock
-
-
-def _choose_sandbox() -> None:
-    """Probe the sandbox before listening (and log the choice); AGENTSITE_SANDBOX=bwrap without a working
-    bubblewrap stops the server here with one sentence."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    from agents.sandbox.site import get_sandbox
-
-    try:
-        get_sandbox()
-    except ImproperlyConfigured as exc:
-        raise CommandError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -104,26 +92,14 @@ class Command(BaseCommand):
         # daphne.server installs Twisted's asyncio reactor on import; import it before anything uses Twisted.
         from daphne.server import Server, twisted_loop
 
-        from agents.services import provider_register_from_env
-        from chat.live import live_sessions, reset_live_sessions
-
-        provider_register_from_env()
-        _choose_sandbox()
-
-        from acp.process import sweep_orphans
         from agentsite.asgi import application
+        from agentsite.lifecycle import server_process
 
-        orphans = sweep_orphans(settings.DATA_DIR / "runners")
-        if orphans:
-            logger.info("ended %d ACP runner(s) left by a server that was killed", len(orphans))
-        live = live_sessions()
-        twisted_loop.run_until_complete(live.start())
-        interrupted = twisted_loop.run_until_complete(live.recover_interrupted_turns())
-        if interrupted:
-            logger.info("ended %d turn(s) interrupted by the previous shutdown", interrupted)
-        scheduler = None
-        if not options["no_scheduler"]:
-            scheduler = self._start_scheduler(twisted_loop)
+        try:
+            server_process.prepare()
+        except ImproperlyConfigured as exc:  # AGENTSITE_SANDBOX=bwrap without a working bubblewrap
+            raise CommandError(str(exc)) from None
+        twisted_loop.run_until_complete(server_process.start(scheduler=not options["no_scheduler"]))
 
         host, port = options["host"], options["port"]
         ipv6 = ":" in host.strip("[]")
@@ -156,17 +132,8 @@ class Command(BaseCommand):
         try:
             server.run()
         finally:
-            if scheduler is not None:
-                twisted_loop.run_until_complete(scheduler.stop())
-            twisted_loop.run_until_complete(reset_live_sessions())
+            twisted_loop.run_until_complete(server_process.stop())
             self.stdout.write("agentsite stopped")
-
-    def _start_scheduler(self, loop: Any) -> Any:
-        try:
-            from cron.scheduler import start_embedded_scheduler
-        except ImportError:
-            return None
-        return start_embedded_scheduler(loop)
 
     # -- several worker processes on one port ------------------------------------------------
 
