@@ -24,12 +24,13 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from agents import approvals
 from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
 from agents.history import repair_history
 from agents.llm import ModelClient, ModelError, ToolCall
+from agents.recording import StepText, TurnRecorder
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry
 from agentsite.eventqueue import EventQueue
@@ -37,21 +38,6 @@ from agentsite.eventqueue import EventQueue
 logger = logging.getLogger(__name__)
 
 ResolvedBy = Literal["user", "timeout", "cancel", "policy"]
-
-
-class TurnRecorder(Protocol):
-    """Persists what the turn produced (the Django side writes Message rows).
-
-    ``assistant_message`` is called once per completed model step, the final answer
-    included; ``tool_result`` once per tool call, after the step's assistant message. A
-    model step that fails is not recorded: its partial text is in ``TurnResult.final_content``.
-    """
-
-    async def assistant_message(
-        self, content: str, tool_calls: list[dict[str, Any]], usage: dict[str, int] | None
-    ) -> None: ...
-
-    async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -115,7 +101,7 @@ class AgentTurn:
         self._input_closed = False
         self._closed = False
         self._task: asyncio.Task[TurnResult] | None = None
-        self._partial: list[str] = []
+        self._step = StepText(recorder)
         self._confirmations: dict[str, asyncio.Future[ConfirmationOutcome]] = {}
 
     # -- TurnStream: input ---------------------------------------------------------------
@@ -166,7 +152,7 @@ class AgentTurn:
     def _cancelled_result(self) -> TurnResult:
         return TurnResult(
             status="error",
-            final_content="".join(self._partial),
+            final_content=self._step.text,
             stop_reason="cancelled",
             error={"code": "cancelled", "message": "The turn was cancelled."},
         )
@@ -262,6 +248,9 @@ class AgentTurn:
     async def _run(self) -> TurnResult:
         try:
             return await self._loop()
+        except asyncio.CancelledError:
+            await asyncio.shield(self._step.ended("cancelled"))  # what was streamed stays in the history
+            raise
         finally:
             self._input_closed = True
             self._events.put_nowait(None)
@@ -276,9 +265,10 @@ class AgentTurn:
             try:
                 step = await self._model_step()
             except ModelError as exc:
+                await self._step.ended("error")
                 return TurnResult(
                     status="error",
-                    final_content="".join(self._partial),
+                    final_content=self._step.text,
                     stop_reason="error",
                     usage=usage,
                     error=exc.to_dict(),
@@ -302,7 +292,7 @@ class AgentTurn:
         return TurnResult(status="completed", final_content=step.text, stop_reason="max_steps", usage=usage)
 
     async def _model_step(self) -> _Step:
-        self._partial = []
+        self._step.start()
         final = None
         generation = (self.request.config or {}).get("generation")
         stream = self.client.stream_chat(
@@ -314,14 +304,16 @@ class AgentTurn:
         first = True
         async for chunk in stream:
             if chunk.content:
-                self._partial.append(chunk.content)
+                self._step.parts.append(chunk.content)
                 self._emit({"type": "delta", "content": chunk.content})
+                await self._step.maybe_progress()
                 if first:
                     # The first words go out before the rest of a reply whose chunks are all here already
                     # (buffered, or a fast model): other sessions' new answers start in the meantime.
                     first = False
                     await asyncio.sleep(0)
             if chunk.reasoning:
+                self._step.reasoning.append(chunk.reasoning)
                 self._emit({"type": "thinking", "content": chunk.reasoning})
             if chunk.done:
                 final = chunk
@@ -330,7 +322,7 @@ class AgentTurn:
                 "stream_broken",
                 f"The answer from provider '{self.provider_name}' for model '{self.model}' ended early.",
             )
-        return _Step("".join(self._partial), final.tool_calls, final.finish_reason, final.usage)
+        return _Step(self._step.text, final.tool_calls, final.finish_reason, final.usage)
 
     async def _record_assistant(self, step: _Step) -> None:
         message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
@@ -338,8 +330,7 @@ class AgentTurn:
         if calls:
             message["tool_calls"] = calls
         self._messages.append(message)
-        if self.recorder is not None:
-            await self.recorder.assistant_message(step.text, calls, step.usage)
+        await self._step.completed(calls, step.usage)
 
     async def _handle_tool_call(self, call: ToolCall, *, skip: bool) -> None:
         self._emit(

@@ -15,6 +15,10 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
    (a thread hand-over, and a reconnect with CONN_MAX_AGE=0), and frames sent straight to the server's
    own `send` (kept in the scope by agentsite/ws_auth.py) instead of through the middleware wrappers.
    Measured: ~30 KB less per idle socket, 40–90 µs less per frame.
+3. Closing over-large frames cleanly (agentsite/management/commands/serve.py): daphne builds its
+   WebSocket factory inside `Server.run()` with autobahn's default `failByDrop=True`, which drops the TCP
+   connection of a frame over the size limit instead of closing it with 1009 as docs/protocol.md §3.2
+   promises; `serve` gives daphne a factory that closes with the proper code.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from channels import consumer as channels_consumer
 from channels import utils as channels_utils
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from daphne import server as daphne_server
 
 # What the tricks use that their libraries do not promise: (owner, attribute).
 PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
@@ -39,6 +44,7 @@ PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
     (AsyncToSync, "loop_thread_executors"),
     (channels_utils, "await_many_dispatch"),
     (channels_consumer, "get_handler_name"),
+    (daphne_server, "WebSocketFactory"),
 )
 
 SERVER_SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
@@ -107,3 +113,19 @@ class LeanWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def send_text(self, text: str) -> None:
         await self._send_raw({"type": "websocket.send", "text": text})
+
+
+# -- 3. closing over-large frames cleanly ---------------------------------------------------------------
+
+
+class CleanlyFailingWebSocketFactory(daphne_server.WebSocketFactory):  # type: ignore[misc]
+    """daphne's factory, but a failed connection (a frame over the limit: 1009) gets its close frame."""
+
+    def resetProtocolOptions(self) -> None:
+        super().resetProtocolOptions()
+        self.failByDrop = False
+
+
+def close_failed_websockets_cleanly() -> None:
+    """Make the next daphne Server built in this process use CleanlyFailingWebSocketFactory."""
+    daphne_server.WebSocketFactory = CleanlyFailingWebSocketFactory

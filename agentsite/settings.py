@@ -211,7 +211,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["agentsite.parsers.JsonParser"],
     "DEFAULT_PAGINATION_CLASS": "agentsite.pagination.CursorPage",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "agentsite.errors.exception_handler",

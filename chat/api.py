@@ -170,7 +170,7 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
     live = live_sessions()
     attachment = await live.attach(session_id, since)
     snapshot, last_seq = attachment.snapshot, attachment.last_seq
-    sent = last_seq
+    sent = attachment.position
     try:
         yield _sse_frame(
             {"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": last_seq}

@@ -8,12 +8,12 @@ is also the sockets' one translation of domain errors into `error` frames (`erro
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
 from django.conf import settings
 
+from agentsite import jsonio
 from agentsite.db import database_call, database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError
@@ -91,7 +91,7 @@ class ChatConsumer(LeanWebsocketConsumer):
             "last_seq": attachment.last_seq,
         }
         await self.send_text(encode_event(connected))
-        self.sent_seq = attachment.last_seq
+        self.sent_seq = attachment.position
         if attachment.backlog is None:
             await self.send_text(
                 encode_event(
@@ -171,9 +171,9 @@ class ChatConsumer(LeanWebsocketConsumer):
         if self.queue is None:
             return  # refused at connect; the close is on its way
         try:
-            data = json.loads(raw)
-        except ValueError:
-            logger.info("ignored a non-JSON frame on session %s", self.session_id)
+            data = jsonio.loads(raw)
+        except jsonio.InvalidJson:
+            logger.info("ignored a frame that is not JSON (or too deep) on session %s", self.session_id)
             return
         if not isinstance(data, dict) or data.get("type") not in inputs.KNOWN_TYPES:
             logger.info("ignored a frame of unknown type on session %s", self.session_id)

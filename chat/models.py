@@ -81,6 +81,7 @@ class Message(models.Model):
     message_id = models.CharField(max_length=128)
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
+    reasoning = models.TextField(blank=True)  # what the model streamed as `thinking` with this answer
     status = models.CharField(max_length=16, default="completed")
     reply_to = models.CharField(max_length=128, blank=True)  # the user message whose turn wrote this row
     tool_calls = models.JSONField(null=True, blank=True)
@@ -116,6 +117,8 @@ class Message(models.Model):
         }
         if self.tool_calls:
             data["tool_calls"] = self.tool_calls
+        if self.reasoning:
+            data["reasoning"] = self.reasoning
         if self.tool_call_id:
             data["tool_call_id"] = self.tool_call_id
         if self.usage:

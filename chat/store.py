@@ -116,6 +116,10 @@ class DjangoQueueStore:
             )
         if status in ("pending", "running", "steered"):
             self._title_from_first_message(item)
+        if status == "interrupted":  # the answer its dead turn was streaming stays, marked as such
+            Message.objects.filter(
+                session_id=self.session_id, reply_to=request.message_id, status="streaming"
+            ).update(status="interrupted")
 
     def _title_from_first_message(self, item: PendingItem) -> None:
         """An untitled session takes the start of its first message (queue position 0) as its title."""
@@ -233,31 +237,59 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
 
 
 class DjangoTurnRecorder:
-    """Stores what a turn produced (assistant messages, tool results) as Message rows."""
+    """Stores what a turn produced (agents/recording.py) as Message rows: per model step one assistant row,
+    written while it streams (status `streaming`), then `completed`, `cancelled` or `error`; tool results."""
 
     def __init__(self, session_id: str, reply_to: str, model: str = ""):
         self.session_id = session_id
         self.reply_to = reply_to
         self.model = model
+        self._streaming: str | None = None  # message id of the row of the step that streams now
+
+    async def progress(self, content: str, reasoning: str) -> None:
+        if self._streaming is None:
+            self._streaming = uuid.uuid4().hex
+            await database_sync_to_async(self._insert)(self._streaming, content, reasoning, "streaming")
+        else:
+            await database_sync_to_async(self._update)(self._streaming, content, reasoning, "streaming")
 
     async def assistant_message(
         self,
         content: str,
         tool_calls: list[dict[str, Any]] | None = None,
         usage: dict[str, Any] | None = None,
+        reasoning: str = "",
     ) -> None:
-        await database_sync_to_async(insert_row)(
+        await self._end(content, reasoning, "completed", tool_calls=tool_calls or None, usage=usage or None)
+
+    async def partial(self, content: str, reasoning: str, status: str) -> None:
+        await self._end(content, reasoning, status)
+
+    async def _end(self, content: str, reasoning: str, status: str, **extra: Any) -> None:
+        row, self._streaming = self._streaming, None
+        if row is None:
+            await database_sync_to_async(self._insert)(uuid.uuid4().hex, content, reasoning, status, **extra)
+        else:
+            await database_sync_to_async(self._update)(row, content, reasoning, status, **extra)
+
+    def _insert(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
+        insert_row(
             Message,
             session_id=self.session_id,
-            message_id=uuid.uuid4().hex,
+            message_id=message_id,
             role=Message.Role.ASSISTANT,
             content=content,
-            status="completed",
+            reasoning=reasoning,
+            status=status,
             reply_to=self.reply_to,
-            tool_calls=tool_calls or None,
-            usage=usage or None,
             model=self.model,
             entered_at=timezone.now(),
+            **extra,
+        )
+
+    def _update(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
+        Message.objects.filter(session_id=self.session_id, message_id=message_id).update(
+            content=content, reasoning=reasoning, status=status, **extra
         )
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:

@@ -85,6 +85,11 @@ class EventLog:
             return None
         return [event for event in self._events if event["seq"] > since]
 
+    @property
+    def floor(self) -> int:
+        """Every seq above it that this log issued is still retained."""
+        return self._floor
+
     def keep_last_run_only(self) -> None:
         """An idle session keeps just its last run's events (the contract keeps those for `?since=`)."""
         start = self._run_starts[-1] if self._run_starts else self.last_seq + 1

@@ -36,7 +36,7 @@ class LocalSessions(LiveSessions):
         # subscribe, last_seq and replay in one step (no await between): nothing missed or doubled.
         queue, snapshot = controller.subscribe()
         backlog = log.replay(since) if since is not None else []
-        return Attachment(session_id, queue, snapshot, log.last_seq, backlog, local=True)
+        return Attachment(session_id, queue, snapshot, log.last_seq, backlog, local=True, since=since)
 
     async def detach(self, attachment: Attachment) -> None:
         controller = self.registry.peek(attachment.session_id)

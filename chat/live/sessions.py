@@ -57,14 +57,27 @@ class Unavailable(DomainError):
 
 @dataclass
 class Attachment:
-    """A socket's (or SSE stream's) view of a session: its events queue and where it starts."""
+    """A socket's (or SSE stream's) view of a session: its events queue and where it starts.
+
+    The client gets `snapshot` (as of `last_seq`), then `backlog` (the events after its `since`, or None:
+    they are gone and it must resync), then every event of `queue` with a seq above `position`: the seq
+    through which it has everything once the backlog is sent. `position` is its own, never a shared one:
+    a replay store read may not reach `last_seq` yet, and those events then come through the queue.
+    """
 
     session_id: str
     queue: EventQueue
     snapshot: dict[str, Any]
     last_seq: int
-    backlog: list[dict[str, Any]] | None  # None: the requested events are gone, the client must resync
+    backlog: list[dict[str, Any]] | None
     local: bool  # fed by this process's controller (else by a mirror of the owner's events)
+    since: int | None = None
+
+    @property
+    def position(self) -> int:
+        if self.since is None or self.backlog is None:
+            return self.last_seq
+        return max(self.since, self.backlog[-1]["seq"]) if self.backlog else self.since
 
 
 def with_html(

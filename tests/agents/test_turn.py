@@ -50,8 +50,16 @@ class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    async def assistant_message(self, content: str, tool_calls: list[dict[str, Any]], usage: Any) -> None:
+    async def progress(self, content: str, reasoning: str) -> None:
+        self.calls.append(("progress", content))
+
+    async def assistant_message(
+        self, content: str, tool_calls: list[dict[str, Any]], usage: Any, reasoning: str = ""
+    ) -> None:
         self.calls.append(("assistant", content, [c["function"]["name"] for c in tool_calls], usage))
+
+    async def partial(self, content: str, reasoning: str, status: str) -> None:
+        self.calls.append(("partial", content, reasoning, status))
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:
         self.calls.append(("tool", call_id, name, is_error))

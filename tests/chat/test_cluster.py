@@ -68,7 +68,6 @@ async def test_mirrored_events_arrive_in_order_and_a_gap_is_refilled_from_the_re
     try:
         remote = await other.mirror("s1")
         queue = remote.subscribe()
-        remote.seen(10)
         await asyncio.sleep(0.1)
         events = [{"type": "delta", "seq": seq, "content": str(seq)} for seq in range(11, 21)]
         stored.extend(events)

@@ -73,11 +73,6 @@ class RemoteSession:
     def unsubscribe(self, queue: EventQueue) -> None:
         self.subscribers.discard(queue)
 
-    def seen(self, last_seq: int) -> None:
-        """A snapshot says everything up to `last_seq` is known; later gaps are measured from there."""
-        if self.last_seq is None or last_seq > self.last_seq:
-            self.last_seq = last_seq
-
     async def deliver(self, prev: int | None, events: list[dict[str, Any]]) -> None:
         async with self._lock:  # batches and refills are delivered one at a time, in order
             if self.last_seq is not None and prev is not None and prev > self.last_seq:

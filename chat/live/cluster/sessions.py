@@ -230,13 +230,18 @@ class ClusterSessions(LiveSessions):
             # subscribe, last_seq and replay in one step (no await between): nothing missed or doubled.
             queue, snapshot = controller.subscribe()
             backlog: list[dict[str, Any]] | None = log.replay(since) if since is not None else []
-            attachment = Attachment(session_id, queue, snapshot, log.last_seq, backlog, local=True)
-            if backlog is None:
+            last_seq = log.last_seq
+            if backlog is None:  # older than this process keeps: the shared store, then what it keeps
+                retained = log.replay(log.floor) or []
                 stored = await self.replay.since(session_id, since or 0)
-                attachment.backlog = (
-                    None if stored is None else [e for e in stored if e["seq"] <= log.last_seq]
-                )
-            return attachment
+                if stored is not None:
+                    first = retained[0]["seq"] if retained else last_seq + 1
+                    backlog = [event for event in stored if event["seq"] < first] + retained
+            return Attachment(session_id, queue, snapshot, last_seq, backlog, local=True, since=since)
+        # A mirror of the owner's events: joined (and subscribed) before the snapshot is asked for, and the
+        # owner relays to it from that moment on, after appending to the replay store; so an event this
+        # read of the store misses is one the mirror will deliver (the attachment's position says where
+        # this subscriber stands: a shared position would drop events other subscribers still need).
         remote = await self.cluster.mirror(session_id)
         queue = remote.subscribe()
         try:
@@ -245,12 +250,12 @@ class ClusterSessions(LiveSessions):
             remote.unsubscribe(queue)
             await self.cluster.release_if_unused(session_id)
             raise
-        remote.seen(answer["last_seq"])
+        last_seq = answer["last_seq"]
         backlog = []
         if since is not None:
             stored = await self.replay.since(session_id, since)
-            backlog = None if stored is None else [e for e in stored if e["seq"] <= answer["last_seq"]]
-        return Attachment(session_id, queue, answer["snapshot"], answer["last_seq"], backlog, local=False)
+            backlog = None if stored is None else [event for event in stored if event["seq"] <= last_seq]
+        return Attachment(session_id, queue, answer["snapshot"], last_seq, backlog, local=False, since=since)
 
     async def detach(self, attachment: Attachment) -> None:
         if attachment.local:
