@@ -55,7 +55,7 @@ test: setup
 # With AGENTSITE_REQUIRE_SERVICES=1 (CI) an unreachable service is a failure, not a skip.
 test-services: setup
 	@if $(VPY) -m tests.support.services "$(POSTGRES_URL)" "$(SERVICES_REDIS_URL)"; then \
-	  DATABASE_URL="$(POSTGRES_URL)" REDIS_URL="$(SERVICES_REDIS_URL)" $(VPY) -m pytest -m "services_rerun or scaled"; \
+	  DATABASE_URL="$(POSTGRES_URL)" REDIS_URL="$(SERVICES_REDIS_URL)" $(VPY) -m pytest -m "services_rerun or scaled or faults"; \
 	elif [ "$${AGENTSITE_REQUIRE_SERVICES:-0}" = "1" ]; then \
 	  echo "AGENTSITE_REQUIRE_SERVICES=1 but Postgres/Redis do not answer" >&2; exit 1; \
 	else \

@@ -14,6 +14,11 @@ made while the thread is busy wait in a queue and go over together, and their re
 together, in one hand-over each way (the order of calls is kept). Under load — many sessions streaming at
 once — that turns dozens of hand-overs into one; alone, a call costs what it did.
 
+When the database does not answer, the first call that cannot open a connection finds out (waiting up
+to the pool's timeout) and the calls after it fail at once with the same error for a moment
+(`DOWN_SECONDS`) instead of each waiting as long again: a turn whose write fails is then told within
+seconds, not after every queued call of the process has timed out in turn (docs/deployment.md, Outages).
+
 Where asgiref would pick another thread — a sync caller waiting in `async_to_sync` (its own thread, and
 its transaction), a request's ThreadSensitiveContext — the call goes through `sync_to_async` unchanged.
 What this uses of asgiref's private parts is in agentsite/internals.py.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -38,6 +44,9 @@ from agentsite.internals import asgiref_picks_another_thread, bind_thread_to, ru
 _Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], contextvars.Context, asyncio.Future[Any]]
 
 
+DOWN_SECONDS = 1.0  # after a failed connection, calls fail at once for this long, then one tries again
+
+
 def _close_if_broken() -> None:
     if connection.connection is not None and not connection.is_usable():
         connection.close()
@@ -50,6 +59,7 @@ class _DatabaseThread:
         self.loop = loop
         self.waiting: list[_Call] = []
         self.busy = False
+        self.down: tuple[float, BaseException] | None = None  # (until, error) after a failed connection
 
     def call(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -71,12 +81,20 @@ class _DatabaseThread:
         bind_thread_to(self.loop)
         outcomes: list[tuple[bool, Any]] = []
         for fn, args, kwargs, context, _future in batch:
+            if self.down is not None and time.monotonic() < self.down[0]:
+                outcomes.append((False, OperationalError(f"The database does not answer ({self.down[1]}).")))
+                continue
+            connected = connection.connection is not None
             try:
                 outcomes.append((True, context.run(fn, *args, **kwargs)))
             except BaseException as exc:  # handed to the caller, whatever it is
                 if isinstance(exc, (InterfaceError, OperationalError)):
                     _close_if_broken()
+                    if not connected and connection.connection is None:  # no new connection could be had
+                        self.down = (time.monotonic() + DOWN_SECONDS, exc)
                 outcomes.append((False, exc))
+            else:
+                self.down = None
         self.loop.call_soon_threadsafe(self._done, batch, outcomes)
 
     def _done(self, batch: list[_Call], outcomes: list[tuple[bool, Any]]) -> None:

@@ -9,12 +9,13 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from agentsite.exceptions import DomainError
+from agentsite.exceptions import DomainError, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             error_body("too_large", "The request body is larger than the server accepts."),
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        # The database does not answer (restarting, failing over): a clear 503 instead of a 500 page.
+        exc = ServiceUnavailable("The database does not answer; try again in a moment.")
     if isinstance(exc, DomainError):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, Http404):

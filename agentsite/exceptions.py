@@ -45,3 +45,11 @@ class DomainError(Exception):
         if self.fields:
             data["fields"] = self.fields
         return data
+
+
+class ServiceUnavailable(DomainError):
+    """A service the server depends on (the database, Redis) does not answer: try again (503; a socket
+    gets `error unavailable` and close 4503)."""
+
+    code = "unavailable"
+    status = 503

@@ -1,4 +1,5 @@
-"""Refuse oversized request bodies up front with 413 and the API's error shape."""
+"""Refuse oversized request bodies up front with 413, and answer 503 when the database does not answer
+(instead of a 500 page), in the API's error shape under /api/."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 
 from agentsite.errors import json_error
@@ -42,3 +44,21 @@ class BodySizeLimitMiddleware:
                     f"The request body is larger than {settings.AGENTSITE_MAX_BODY_BYTES} bytes.",
                 )
         return self.get_response(request)
+
+
+class DatabaseUnavailableMiddleware:
+    """A view that finds the database gone (restarting, failing over) answers 503 `unavailable` at once."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, (OperationalError, InterfaceError)):
+            return None
+        message = "The database does not answer; try again in a moment."
+        if request.path.startswith("/api/"):
+            return json_error(503, "unavailable", message)
+        return HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")

@@ -75,6 +75,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "agentsite.middleware.BodySizeLimitMiddleware",
+    "agentsite.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -116,10 +117,17 @@ def _databases() -> dict[str, Mapping[str, object]]:
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
         if config.get("ENGINE") == "django.db.backends.postgresql":
+            options = dict(config.get("OPTIONS") or {})
+            # While the database restarts, a request answers 503 within seconds instead of hanging.
+            options.setdefault("connect_timeout", 3)
             if not CONN_MAX_AGE:  # Django's pool and persistent connections exclude each other
-                options = dict(config.get("OPTIONS") or {})
-                options.setdefault("pool", {"min_size": 1, "max_size": DB_POOL_SIZE, "timeout": 10})
-                config["OPTIONS"] = options
+                from psycopg_pool import ConnectionPool
+
+                # A pooled connection is checked as it is handed out: after the database restarted, the
+                # pool's old connections are replaced instead of failing the first statement on each.
+                pool = {"min_size": 1, "max_size": DB_POOL_SIZE, "timeout": 5}
+                options.setdefault("pool", {**pool, "check": ConnectionPool.check_connection})
+            config["OPTIONS"] = options
             # One test database per run: two runs on one server (a developer's, CI's) never collide.
             config.setdefault(
                 "TEST", {"NAME": env_str("AGENTSITE_TEST_DB_NAME", f"test_agentsite_{os.getpid()}")}

@@ -15,6 +15,7 @@ from channels.middleware import BaseMiddleware
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.db import InterfaceError, OperationalError
 from django.utils.http import is_same_domain
 
 from agentsite.db import database_sync_to_async
@@ -62,7 +63,12 @@ class WebSocketAuthMiddleware:
         api_keys = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
         if api_keys is None:
             return await self.cookie_stack(scope, receive, send)
-        user = await database_sync_to_async(api_key_authenticate)(api_keys[0])
+        try:
+            user = await database_sync_to_async(api_key_authenticate)(api_keys[0])
+        except (OperationalError, InterfaceError):
+            scope["user"] = AnonymousUser()
+            scope["unavailable"] = True  # the consumer says so (close 4503) instead of dropping the handshake
+            return await self.inner(scope, receive, send)
         if user is None:
             scope["user"] = AnonymousUser()
             scope["auth_error"] = "Invalid or revoked api_key."

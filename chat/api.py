@@ -9,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics
@@ -18,7 +19,7 @@ from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
 from chat.inputs import ConfirmationReplyInput, parse, parse_message
-from chat.live import live_sessions
+from chat.live import UNAVAILABLE, live_sessions
 from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
@@ -185,7 +186,11 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
             try:
                 event = await asyncio.wait_for(attachment.queue.get(), SSE_CLOSED_CHECK_SECONDS)
             except TimeoutError:
-                if await live.is_closed(session_id):  # deleted: end the stream as the socket is closed (4410)
+                try:
+                    closed = await live.is_closed(session_id)
+                except (OperationalError, InterfaceError):
+                    closed = False  # the database is away: the live state (or its failure) says more
+                if closed:  # deleted: end the stream as the socket is closed (4410)
                     yield _sse_frame(_closed_error(session_id))
                     return
                 idle += SSE_CLOSED_CHECK_SECONDS
@@ -194,6 +199,10 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
                     yield ": keep-alive\n\n"
                 continue
             idle = 0.0
+            if event is UNAVAILABLE:  # as a socket is closed with 4503: reconnect with Last-Event-ID
+                message = "The session cannot go on in this server process now; reconnect to resume."
+                yield _sse_frame({"type": "error", "data": {"code": "unavailable", "message": message}})
+                return
             seq = event.get("seq")
             if seq is not None:
                 if seq <= sent:

@@ -12,15 +12,16 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from agentsite import jsonio
 from agentsite.db import database_call, database_sync_to_async
 from agentsite.eventqueue import EventQueue
-from agentsite.exceptions import DomainError
+from agentsite.exceptions import DomainError, ServiceUnavailable
 from agentsite.internals import LeanWebsocketConsumer
 from agentsite.services import api_key_is_active
 from chat import inputs
-from chat.live import Attachment, Unavailable, live_sessions
+from chat.live import UNAVAILABLE, Attachment, Unavailable, live_sessions
 from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
 from chat.services import message_submit, session_get_open_for_user
@@ -32,12 +33,13 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
 CLOSE_TOO_BIG = 1009
 CLOSE_KEY_REVOKED = 4401
-CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect (with ?since=) and land on the session's new owner
+# Reconnect (with ?since=): the session goes on elsewhere or later (not 1012: daphne sends 1000, 3000–4999).
+CLOSE_TRY_AGAIN = 4503
 # A socket sends at most this many frames of a burst before letting other tasks run: a busy server
 # then still gets every new answer's first words out promptly instead of finishing others' bursts first.
 SEND_SLICE = 16
-_MOVED: dict[str, Any] = {"type": "__moved__"}
 _CLOSED: dict[str, Any] = {"type": "__closed__"}
+UNAVAILABLE_MESSAGE = "The session cannot go on in this server process now; reconnect with ?since= to resume."
 
 
 class ChatConsumer(LeanWebsocketConsumer):
@@ -57,6 +59,15 @@ class ChatConsumer(LeanWebsocketConsumer):
     async def connect(self) -> None:
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
         await self.accept()
+        try:
+            await self._connect()
+        except (OperationalError, InterfaceError):
+            await self._refuse("unavailable", "The database does not answer; reconnect.", CLOSE_TRY_AGAIN)
+
+    async def _connect(self) -> None:
+        if self.scope.get("unavailable"):
+            await self._refuse("unavailable", "The database does not answer; reconnect.", CLOSE_TRY_AGAIN)
+            return
         if self.scope.get("auth_error") or not self.scope["user"].is_authenticated:
             message = (
                 self.scope.get("auth_error") or "Authentication required: pass ?api_key=<key> or log in."
@@ -103,12 +114,6 @@ class ChatConsumer(LeanWebsocketConsumer):
                 await self.send_text(encode_event(event))
         self.sender = asyncio.get_running_loop().create_task(self._send_events(self.queue))
 
-    def session_moved(self) -> None:
-        """This process lost the session to another one: the client reconnects (resuming with since)."""
-        # Only sockets fed by this process's controller: those fed by a mirror keep working.
-        if self.queue is not None and self.attachment is not None and self.attachment.local:
-            self.queue.put_nowait(_MOVED)
-
     def session_closed(self) -> None:
         """The session was deleted (on any process): the socket is told so and closed."""
         if self.queue is not None:
@@ -138,8 +143,8 @@ class ChatConsumer(LeanWebsocketConsumer):
             for sent, event in enumerate(batch, 1):
                 if sent % SEND_SLICE == 0:
                     await asyncio.sleep(0)  # see SEND_SLICE
-                if event is _MOVED:
-                    await self.close(code=CLOSE_TRY_AGAIN)
+                if event is UNAVAILABLE:
+                    await self._refuse("unavailable", UNAVAILABLE_MESSAGE, CLOSE_TRY_AGAIN)
                     return
                 if event is _CLOSED:
                     await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
@@ -178,12 +183,12 @@ class ChatConsumer(LeanWebsocketConsumer):
         if not isinstance(data, dict) or data.get("type") not in inputs.KNOWN_TYPES:
             logger.info("ignored a frame of unknown type on session %s", self.session_id)
             return
-        # The key is checked on every frame: a revoked key is refused at once.
-        key = self.scope.get("api_key")
-        if key and not await database_call(api_key_is_active, key):
-            await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
-            return
         try:
+            # The key is checked on every frame: a revoked key is refused at once.
+            key = self.scope.get("api_key")
+            if key and not await database_call(api_key_is_active, key):
+                await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
+                return
             await self._handle(inputs.parse_frame(data))
         except inputs.InvalidInput as exc:
             await self._send_error(
@@ -191,6 +196,8 @@ class ChatConsumer(LeanWebsocketConsumer):
             )
         except DomainError as exc:
             await self._send_error(exc)
+        except (OperationalError, InterfaceError):
+            await self._send_error(ServiceUnavailable("The database does not answer; try again in a moment."))
 
     async def _handle(self, frame: inputs.Frame) -> None:
         live = live_sessions()

@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -56,13 +57,34 @@ class DjangoQueueStore:
     `token` (several processes only) fences the writes: see chat/ownership.py.
     """
 
-    def __init__(self, session_id: str, token: int | None = None, known: set[str] | None = None):
+    def __init__(
+        self,
+        session_id: str,
+        token: int | None = None,
+        known: set[str] | None = None,
+        on_failure: Callable[[], None] | None = None,
+    ):
         self.session_id = session_id
         self.token = token
         self._known: set[str] = set(known or ())  # message ids already stored for this session
+        self._on_failure = on_failure  # the database failed a write: the live state can no longer be trusted
 
     async def save_message(self, item: PendingItem, *, status: str, new: bool = False) -> None:
-        await database_sync_to_async(self._save_message)(item, status, new)
+        await self._write(self._save_message, item, status, new)
+
+    async def _write(self, write: Callable[..., None], *args: Any) -> None:
+        try:
+            await database_sync_to_async(write)(*args)
+        except DatabaseError as exc:
+            self.storage_failed(exc)
+            raise
+
+    def storage_failed(self, exc: BaseException) -> bool:
+        if not isinstance(exc, DatabaseError):
+            return False
+        if self._on_failure is not None:
+            self._on_failure()
+        return True
 
     def _save_message(self, item: PendingItem, status: str, new: bool) -> None:
         if self.token is None:
@@ -145,7 +167,7 @@ class DjangoQueueStore:
         )
 
     async def save_paused(self, paused: bool) -> None:
-        await database_sync_to_async(self._save_paused)(paused)
+        await self._write(self._save_paused, paused)
 
     def _save_paused(self, paused: bool) -> None:
         with transaction.atomic() if self.token is not None else contextlib.nullcontext():
@@ -153,7 +175,7 @@ class DjangoQueueStore:
             Session.objects.filter(id=self.session_id).update(paused=paused)
 
     async def reserve_seq(self, reserved: int) -> None:
-        await database_sync_to_async(self._reserve_seq)(reserved)
+        await self._write(self._reserve_seq, reserved)
 
     def _reserve_seq(self, reserved: int) -> None:
         Session.objects.filter(id=self.session_id, seq_reserved__lt=reserved).update(seq_reserved=reserved)

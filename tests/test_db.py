@@ -278,3 +278,40 @@ async def test_a_fenced_owner_writes_nothing_and_the_current_owner_writes() -> N
     with pytest.raises(Fenced):
         await DjangoQueueStore(session.id, token=6).save_message(item, status="cancelled")
     assert (await database_sync_to_async(Message.objects.get)(message_id="m1")).status == "running"
+
+
+async def test_when_no_connection_can_be_had_the_calls_after_fail_at_once_for_a_moment() -> None:
+    """One call waits for the database that does not answer; the calls queued behind it do not each wait
+    as long again (a turn's failed write is then told within seconds)."""
+    from django.db import OperationalError
+
+    attempts: list[str] = []
+
+    def unreachable() -> None:
+        connection.close()
+        real = connection.get_new_connection
+
+        def refuse(params: dict[str, Any]) -> Any:
+            attempts.append("connect")
+            raise OperationalError("connection refused")
+
+        connection.get_new_connection = refuse  # type: ignore[method-assign]  # this thread's wrapper only
+        try:
+            connection.ensure_connection()
+        finally:
+            connection.get_new_connection = real  # type: ignore[method-assign]
+
+    def count() -> int:
+        attempts.append("count")
+        return Session.objects.count()
+
+    if connection.vendor == "sqlite" and connection.is_in_memory_db():  # type: ignore[attr-defined]
+        pytest.skip("an in-memory SQLite test database ignores close()")
+    outcomes = await asyncio.gather(
+        database_call(unreachable), database_call(count), database_call(count), return_exceptions=True
+    )
+    assert all(isinstance(outcome, OperationalError) for outcome in outcomes)
+    assert attempts == ["connect"], "the calls behind the failed connection did not try again"
+    assert "connection refused" in str(outcomes[1])
+    await asyncio.sleep(db.DOWN_SECONDS)
+    assert await database_call(count) == 0  # a moment later, the next call tries again (and succeeds)

@@ -11,9 +11,11 @@ bubblewrap: killing its group ends the whole PID namespace (agents/sandbox/bwrap
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -99,27 +101,48 @@ async def run_command(
     launch = sandbox.launch(argv, confinement)
     buffer = OutputBuffer()
     loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: _CommandProtocol(buffer),
-        *launch.argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        **launch.popen_options(),
+    spawn = loop.create_task(
+        loop.subprocess_exec(
+            lambda: _CommandProtocol(buffer),
+            *launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            **launch.popen_options(),
+        )
     )
+    try:
+        transport, protocol = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelled while it starts: asyncio would kill the sandbox's first process only, which can leave
+        # the sandboxed command running (see kill_tree). Let it start, then end all of it.
+        with contextlib.suppress(Exception):
+            transport, protocol = await spawn
+            await _end(transport, protocol)
+        raise
     pid = transport.get_pid()
     try:
         timed_out = not await _wait_for(protocol.exited, limit_seconds)
-        kill_group(pid)
+        kill_group(pid) if transport.get_returncode() is not None else kill_tree(pid)
         await _wait_for(protocol.exited, _DRAIN_SECONDS)
         # Output still in the pipe; without a sandbox a process that left the group (setsid) may hold it.
         await _wait_for(protocol.output_closed, _DRAIN_SECONDS)
-    finally:
-        if transport.get_returncode() is None:
-            kill_group(pid)
-        transport.close()
+    except BaseException:
+        await _end(transport, protocol)
+        raise
+    transport.close()
     returncode = transport.get_returncode()
     return CommandResult(buffer.text(), -signal.SIGKILL if returncode is None else returncode, timed_out)
+
+
+async def _end(transport: asyncio.SubprocessTransport, protocol: _CommandProtocol) -> None:
+    """Kill what still runs and let asyncio see the exit before closing: closing first would reap the
+    process behind asyncio's back (its watcher then warns and reports 255)."""
+    if transport.get_returncode() is None:
+        kill_tree(transport.get_pid())
+        with contextlib.suppress(asyncio.CancelledError):  # a second cancel: the first is raised anyway
+            await asyncio.shield(_wait_for(protocol.exited, _DRAIN_SECONDS))
+    transport.close()
 
 
 async def start_process(
@@ -153,3 +176,53 @@ def kill_group(pgid: int, sig: signal.Signals = signal.SIGKILL) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def kill_tree(pid: int) -> None:
+    """Kill a process that still runs, its group and every descendant, also those in a session of their own.
+
+    The group alone is not enough for a sandbox stopped just after it started: bubblewrap's child leaves
+    the group (`--new-session`) and only then asks to die with its parent, so killing bubblewrap in between
+    would leave the command running. The group is stopped first, so nothing in it forks meanwhile; killing
+    the sandbox's first process ends everything in its PID namespace.
+    """
+    kill_group(pid, signal.SIGSTOP)
+    _wait_stopped(pid)
+    for descendant in _descendants(pid):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(descendant, signal.SIGKILL)
+    kill_group(pid, signal.SIGKILL)
+
+
+def _wait_stopped(pid: int, within: float = 0.1) -> None:
+    """A signal is delivered when its target next runs: wait (briefly) until `pid` is stopped or gone."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                state = stat.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in (b"T", b"t", b"Z", b"X"):
+            return
+        time.sleep(0.0002)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid`, from /proc (a parent-pid map; /proc/*/children is not always built)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -24,7 +24,7 @@ from agents.contract import ChatRequest, InputError, Runtime, StreamClosed, Turn
 from agentsite.eventqueue import EventQueue
 from chat.live.active import ActiveTurn
 from chat.live.confirmations import Confirmations
-from chat.live.outcomes import INTERNAL_ERROR, TurnOutcome, result_events
+from chat.live.outcomes import TurnOutcome, failed_outcome, result_events
 from chat.live.queue import (
     Audience,
     Lease,
@@ -206,11 +206,12 @@ class SessionController:
             if not self.closed:
                 await self._start_head_if_idle()
 
-    async def abandon(self) -> None:
-        """This process lost the session to another owner (fencing): stop the turn and forget
-        everything without storing or publishing anything more; the new owner has the truth."""
+    async def abandon(self, notice: dict[str, Any] | None = None) -> None:
+        """Stop the turn and forget everything without storing or publishing anything more: this process
+        lost the session to another owner (fencing), or a service it depends on failed. The stored state
+        is the truth. `notice` goes to every subscriber first (chat/live/sessions.py UNAVAILABLE)."""
         self._store = None
-        self._audience.silence()
+        self._audience.silence(notice)
         await self.close()
 
     # ------------------------------------------------------------------ subscribers
@@ -314,7 +315,11 @@ class SessionController:
             await self._start(self.pending.pop(0), unpause=False)
 
     async def _run_turn(self, turn: ActiveTurn) -> None:
-        outcome, result = await self._outcome_of(turn)
+        ended = await self._outcome_of(turn)
+        if ended is None:  # the storage failed: the session's live state is being dropped, nothing is written
+            self._abandon_turn()
+            return
+        outcome, result = ended
         try:
             async with self._lock:
                 await self._finish(turn, outcome, result)
@@ -322,8 +327,9 @@ class SessionController:
             logger.exception("Finishing the turn of message %s failed", turn.item.request.message_id)
             self._abandon_turn()
 
-    async def _outcome_of(self, turn: ActiveTurn) -> tuple[TurnOutcome, TurnResult | None]:
-        """Run the turn; a requested cancel and any exception become an outcome, never a crash."""
+    async def _outcome_of(self, turn: ActiveTurn) -> tuple[TurnOutcome, TurnResult | None] | None:
+        """Run the turn; a requested cancel and any exception become an outcome, never a crash. None when
+        the store's storage failed (the store has the session's live state dropped)."""
         item = turn.item
         try:
             result = await self._drive(turn)
@@ -335,11 +341,8 @@ class SessionController:
             if task is not None:
                 task.uncancel()
             return "cancelled", None
-        except Exception:
-            logger.exception(
-                "Turn of message %s in session %s failed", item.request.message_id, self.session_id
-            )
-            return "error", TurnResult(status="error", error=dict(INTERNAL_ERROR))
+        except Exception as exc:
+            return failed_outcome(exc, self._store, item.request.message_id, self.session_id)
         return ("completed" if result.status == "completed" else "error"), result
 
     async def _drive(self, turn: ActiveTurn) -> TurnResult:

@@ -3,12 +3,30 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 from agents.contract import TurnResult
+from chat.live.queue import QueueStore
+
+logger = logging.getLogger("chat.live.controller")
 
 TurnOutcome = Literal["completed", "error", "cancelled"]
 INTERNAL_ERROR = {"code": "internal_error", "message": "The turn failed because of an internal error."}
+
+
+def failed_outcome(
+    exc: Exception, store: QueueStore | None, message_id: str, session_id: str
+) -> tuple[TurnOutcome, TurnResult] | None:
+    """A turn raised `exc`: an internal error (logged with its traceback, told without details), or None
+    when it is the store's storage failing (the store has the session's live state dropped)."""
+    if store is not None and store.storage_failed(exc):
+        logger.warning(
+            "Turn of message %s in session %s stopped: the storage failed (%s)", message_id, session_id, exc
+        )
+        return None
+    logger.exception("Turn of message %s in session %s failed", message_id, session_id)
+    return "error", TurnResult(status="error", error=dict(INTERNAL_ERROR))
 
 
 def result_events(message_id: str, outcome: TurnOutcome, result: TurnResult | None) -> list[dict[str, Any]]:

@@ -27,6 +27,10 @@ class QueueStore(Protocol):
 
     async def save_message(self, item: PendingItem, *, status: str, new: bool = False) -> None: ...
     async def save_paused(self, paused: bool) -> None: ...
+    def storage_failed(self, exc: BaseException) -> bool:
+        """True when `exc` (raised by a turn) is this store's storage failing; the store then has the
+        session's live state dropped (nothing more is written or published)."""
+        ...
 
 
 Publish = Callable[[dict[str, Any]], dict[str, Any]]
@@ -101,7 +105,10 @@ class Audience:
         self.sealed = True
         self.subscribers.clear()
 
-    def silence(self) -> None:
-        """Publish nothing any more, not even numbering (this process lost the session)."""
+    def silence(self, notice: dict[str, Any] | None = None) -> None:
+        """Publish nothing any more, not even numbering; `notice` (not numbered) goes to subscribers first."""
+        if notice is not None:
+            for queue in self.subscribers:
+                queue.put_nowait(notice)
         self.publish = lambda event: event
         self.subscribers.clear()

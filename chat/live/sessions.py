@@ -39,6 +39,10 @@ from chat.store import DjangoQueueStore, Fenced, load_state
 logger = logging.getLogger(__name__)
 
 IDLE_SECONDS = 300.0  # a session's controller is dropped after this long without activity (reloaded on use)
+# Put in a subscriber's queue (never numbered, never sent as is) when the session cannot go on here: a
+# service it depends on failed, or another process owns it now. The socket or SSE stream says
+# `error unavailable` and closes (4503); the client reconnects with `?since=` and resumes.
+UNAVAILABLE: dict[str, Any] = {"type": "__unavailable__"}
 
 Fanout = Callable[[dict[str, Any]], None]
 
@@ -49,7 +53,7 @@ class NotOwner(Exception):
 
 class Unavailable(DomainError):
     """The process that runs the session does not answer (it may be dying; its lease will expire): the
-    client tries again (a socket is closed with 1012 and reconnects, REST answers 503)."""
+    client tries again (a socket is closed with 4503 and reconnects, REST answers 503)."""
 
     code = "owner_unavailable"
     status = 503
@@ -199,6 +203,22 @@ class LiveSessions(ABC):
             return controller.closed
         return await database_sync_to_async(Session.objects.filter(id=session_id, status="closed").exists)()
 
+    async def fail(self, session_id: str) -> None:
+        """The database failed one of the session's writes: what is live here may differ from what is stored
+        (the truth), so the live state goes, and its subscribers are told (they reconnect later and get the
+        stored state; a turn that was running ends `interrupted` when the session is loaded again)."""
+        controller = self.registry.forget(session_id)
+        if controller is None:
+            return
+        logger.warning("session %s lost its live state: a database write failed", session_id)
+        await controller.abandon(notice=UNAVAILABLE)
+        await self.registry.drop_log(session_id)
+        await self._failed(session_id)
+
+    async def _failed(self, session_id: str) -> None:
+        """What else the topology lets go of when a session's live state is dropped."""
+        return None
+
     # -- idle sessions -------------------------------------------------------------------------------
 
     async def evict_idle(self, *, idle_for: float = IDLE_SECONDS) -> int:
@@ -242,7 +262,9 @@ class LiveSessions(ABC):
         except Fenced:
             raise NotOwner(session_id) from None
         known = {item.request.message_id for item in state.pending} | set(state.running_message_ids)
-        store = DjangoQueueStore(session_id, token=token, known=known)
+        store = DjangoQueueStore(
+            session_id, token=token, known=known, on_failure=lambda: self._spawn(self.fail(session_id))
+        )
         log = log or EventLog(
             session_id,
             last_seq=state.seq_reserved,

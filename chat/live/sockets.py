@@ -1,7 +1,8 @@
 """The sockets (and SSE streams) of this process, by session: who is told when a session closes or moves.
 
 A socket registers after it attached to its session and unregisters when it goes; anything with
-`session_closed()` and `session_moved()` may register (chat/consumers.py's ChatConsumer does).
+`session_closed()` may register (chat/consumers.py's ChatConsumer does). A socket whose session cannot
+go on in this process learns it through its events queue (chat/live/sessions.py UNAVAILABLE).
 """
 
 from __future__ import annotations
@@ -33,8 +34,3 @@ class Sockets:
         """The session was deleted: its sockets here are told so and close."""
         for socket in list(self._by_session.get(session_id, ())):
             socket.session_closed()
-
-    def tell_moved(self, session_id: str) -> None:
-        """Another process owns the session now: its sockets here reconnect (with `?since=`)."""
-        for socket in list(self._by_session.get(session_id, ())):
-            socket.session_moved()

@@ -138,6 +138,23 @@ async def test_cancelling_a_running_call_kills_its_processes(ctx: ToolContext) -
     assert gone(tag)
 
 
+async def test_a_call_cancelled_while_its_sandbox_starts_leaves_nothing_running(
+    bwrap_ctx: ToolContext,
+) -> None:
+    """Cancelled a moment after it was started, before the sandboxed command asked to die with its
+    parent: the whole tree still goes (tests/support/processes.py looks from the host)."""
+    tags = []
+    for attempt in range(24):
+        tag = marker()
+        tags.append(tag)
+        task = asyncio.create_task(shell(bwrap_ctx, f"sleep {tag} & wait"))
+        await asyncio.sleep((attempt % 8) * 0.0005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert [tag for tag in tags if not gone(tag)] == []
+
+
 async def test_always_refused_commands_are_refused_by_the_tool_itself(ctx: ToolContext) -> None:
     # Harmless even if the check failed: neither program nor path exists.
     for command in ["rm -rf --no-preserve-root /agentsite-nonexistent", "mkfs.agentsite-test x"]:

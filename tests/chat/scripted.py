@@ -31,6 +31,10 @@ def echo_reply(request: ChatRequest) -> str:
     return f"re: {request.content}"
 
 
+class StorageDown(Exception):
+    """What a store's storage raises when it is away (a database that does not answer)."""
+
+
 class ScriptedStream:
     """A TurnStream whose course the test drives: `emit(event)`, `release()`, `failure`, `error`."""
 
@@ -194,6 +198,12 @@ class RecordingStore:
         await asyncio.sleep(0)
         self.paused = paused
         self.log.append(("paused", str(paused)))
+
+    def storage_failed(self, exc: BaseException) -> bool:
+        if isinstance(exc, StorageDown):
+            self.log.append(("storage_failed", str(exc)))
+            return True
+        return False
 
     def publish(self, event: dict[str, Any]) -> dict[str, Any]:
         self._seq += 1

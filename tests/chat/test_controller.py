@@ -13,7 +13,7 @@ import pytest
 from agents.contract import ChatRequest, InputError
 from chat.live.controller import SessionController
 from chat.live.queue import PendingItem
-from tests.chat.scripted import RecordingStore, ScriptedRuntime, drain, next_event, request
+from tests.chat.scripted import RecordingStore, ScriptedRuntime, StorageDown, drain, next_event, request
 
 MakeController = Callable[..., SessionController]
 
@@ -475,6 +475,28 @@ async def test_failed_turn_publishes_restored_before_its_result(
     assert restored["message_id"] == "B" and restored["position"] == 0
     assert (await next_event(queue, "result"))["message_id"] == "A"
     assert controller.snapshot()["pending"][0]["message_id"] == "B"
+
+
+async def test_a_turn_stopped_by_its_storage_failing_writes_and_publishes_nothing_more(
+    make: MakeController, runtime: ScriptedRuntime
+) -> None:
+    """The database went away under the turn: no `error` result is stored or published over it (the
+    store has the session's live state dropped; the stored `running` row ends `interrupted` on reload)."""
+    store = RecordingStore()
+    controller = make(store=store)
+    queue, _ = controller.subscribe()
+    await controller.submit(request("A"))
+    await controller.submit(request("B"))
+    stream = await runtime.stream_at(0)
+    stream.failure = StorageDown("connection refused")
+    task = controller.active_task
+    assert task is not None
+    stream.release()
+    await task
+    assert ("storage_failed", "connection refused") in store.log
+    assert store.statuses["A"] == "running" and store.statuses["B"] == "pending"
+    assert [e for e in drain(queue) if e["type"] == "result"] == []
+    assert controller.active_task is None and len(runtime.streams) == 1  # B did not start
 
 
 async def test_cancel_in_one_session_leaves_another_sessions_steers_alone(

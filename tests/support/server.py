@@ -51,7 +51,7 @@ class ServerEnv:
 
 
 @contextmanager
-def server_env(tmp_path: Path, **extra: str) -> Iterator[ServerEnv]:
+def server_env(tmp_path: Path, *, database_url: str | None = None, **extra: str) -> Iterator[ServerEnv]:
     """A data dir and environment for `manage.py serve`. The data dir lives under /tmp, not in pytest's
     `tmp_path` (0700 folders): a root server's sandboxes run as another user, who must reach their
     workspace in it (`tmp_path` is kept in the signature for the callers' sake)."""
@@ -70,7 +70,7 @@ def server_env(tmp_path: Path, **extra: str) -> Iterator[ServerEnv]:
         PYTHONUNBUFFERED="1",
         **extra,
     )
-    database_url = os.environ.get("DATABASE_URL", "")
+    database_url = database_url if database_url is not None else os.environ.get("DATABASE_URL", "")
     dbname = None
     if database_url.startswith(("postgres://", "postgresql://")):
         import psycopg

@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.migrations.executor import MigrationExecutor
 
 logger = logging.getLogger("agentsite.serve")
@@ -67,7 +67,11 @@ class Command(BaseCommand):
         return super().execute(*args, **options)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        pending = unapplied_migrations()
+        try:
+            pending = unapplied_migrations()
+        except (OperationalError, InterfaceError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CommandError(f"The database (DATABASE_URL) does not answer: {reason}") from None
         if pending:
             raise CommandError(
                 f"{len(pending)} database migration(s) are not applied ({', '.join(pending[:3])}…). "
@@ -101,7 +105,10 @@ class Command(BaseCommand):
             server_process.prepare()
         except ImproperlyConfigured as exc:  # AGENTSITE_SANDBOX=bwrap without a working bubblewrap
             raise CommandError(str(exc)) from None
-        twisted_loop.run_until_complete(server_process.start(scheduler=not options["no_scheduler"]))
+        try:
+            twisted_loop.run_until_complete(server_process.start(scheduler=not options["no_scheduler"]))
+        except ImproperlyConfigured as exc:  # e.g. Redis at REDIS_URL does not answer
+            raise CommandError(str(exc)) from None
 
         host, port = options["host"], options["port"]
         ipv6 = ":" in host.strip("[]")

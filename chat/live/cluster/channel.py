@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
@@ -73,6 +75,12 @@ class RemoteSession:
     def unsubscribe(self, queue: EventQueue) -> None:
         self.subscribers.discard(queue)
 
+    def fail(self, notice: dict[str, Any]) -> None:
+        """The owner's events cannot reach this process any more: every subscriber gets `notice`."""
+        for queue in self.subscribers:
+            queue.put_nowait(notice)
+        self.subscribers.clear()
+
     async def deliver(self, prev: int | None, events: list[dict[str, Any]]) -> None:
         async with self._lock:  # batches and refills are delivered one at a time, in order
             if self.last_seq is not None and prev is not None and prev > self.last_seq:
@@ -99,12 +107,15 @@ class Cluster:
         handle_command: CommandHandler,
         replay: Replay,
         on_closed: OnClosed = lambda session_id: None,
+        on_failure: Callable[[list[str] | None], Awaitable[None]] | None = None,
     ) -> None:
         self.layer = layer
         self.channel = ""  # set by start(); also this process's id in leases
         self._handle_command = handle_command
         self._replay = replay
         self._on_closed = on_closed
+        # Mirrors that cannot go on (these sessions' or, when None, all): the layer failed, or their owner.
+        self._on_failure = on_failure
         self._replies: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.mirrors: dict[str, RemoteSession] = {}
         self._listener: asyncio.Task[None] | None = None
@@ -163,6 +174,12 @@ class Cluster:
             PROCESSES_GROUP, {"type": MESSAGE_TYPE, "kind": "closed", "session_id": session_id}
         )
 
+    async def announce_failed(self, session_id: str) -> None:
+        """Tell the processes mirroring the session that its owner dropped its live state (storage failed)."""
+        await self.layer.group_send(
+            mirror_group(session_id), {"type": MESSAGE_TYPE, "kind": "failed", "session_id": session_id}
+        )
+
     def forget_relay(self, session_id: str) -> None:
         self._relayed.pop(session_id, None)
 
@@ -215,6 +232,8 @@ class Cluster:
             reply = await asyncio.wait_for(future, within)
         except TimeoutError:
             raise OwnerUnavailable(f"The process that runs session {session_id} did not answer.") from None
+        except (ConnectionError, OSError, RedisError) as exc:  # the layer itself is down
+            raise OwnerUnavailable(f"The processes cannot reach each other ({type(exc).__name__}).") from None
         finally:
             self._replies.pop(request_id, None)
         if "error" in reply:
@@ -229,7 +248,10 @@ class Cluster:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("process channel receive failed; retrying")
+                logger.warning("process channel receive failed; retrying", exc_info=True)
+                if self._on_failure is not None:
+                    with contextlib.suppress(Exception):
+                        await self._on_failure(None)
                 await asyncio.sleep(0.5)
                 continue
             kind = message.get("kind")
@@ -243,6 +265,8 @@ class Cluster:
                     await remote.deliver(message.get("prev"), message["events"])
             elif kind == "closed":
                 self._on_closed(message["session_id"])
+            elif kind == "failed" and self._on_failure is not None:
+                await self._on_failure([message["session_id"]])
             elif kind == "command":
                 task = asyncio.get_running_loop().create_task(self._answer(message))
                 self._handlers.add(task)

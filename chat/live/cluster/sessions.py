@@ -21,6 +21,10 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisError
 
 from agents.contract import InputError
 from agents.tools import registry as tool_registry
@@ -33,6 +37,7 @@ from chat.live.commands import Command, Submit, decode_command, encode_command
 from chat.live.controller import SessionController
 from chat.live.events import EventLog
 from chat.live.sessions import (
+    UNAVAILABLE,
     Attachment,
     LiveSessions,
     NotOwner,
@@ -63,15 +68,33 @@ class ClusterSessions(LiveSessions):
         import redis.asyncio as aioredis
 
         # A blocking pool: a burst (200 sockets closing at once) waits for a connection instead of failing
-        # with "Too many connections" (redis-py's default pool raises).
-        pool = aioredis.BlockingConnectionPool.from_url(settings.REDIS_URL, max_connections=64, timeout=10)
+        # with "Too many connections" (redis-py's default pool raises). When Redis is away, calls fail within
+        # a second or two (short timeouts, two quick retries) instead of backing off for ten: leases are
+        # renewed every third of their length, and a lost one must be noticed before it expires.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            settings.REDIS_URL,
+            max_connections=64,
+            timeout=10,
+            socket_connect_timeout=1,
+            socket_timeout=5,
+            retry=Retry(ExponentialBackoff(cap=0.2, base=0.05), 2),
+        )
         self.redis = aioredis.Redis(connection_pool=pool)
         self.replay = RedisReplayStore(self.redis, maxlen=settings.AGENTSITE_EVENT_RETENTION)
+        try:
+            await self.redis.ping()
+        except (RedisError, OSError) as exc:
+            await self.redis.aclose()
+            url = settings.REDIS_URL
+            raise ImproperlyConfigured(
+                f"Redis at REDIS_URL={url} does not answer ({exc}). Start it, or fix REDIS_URL."
+            ) from None
         self.cluster = Cluster(
             layer=get_channel_layer(),
             handle_command=self._handle_remote,
             replay=self.replay.since,
             on_closed=self.sockets.tell_closed,
+            on_failure=self.fail_mirrors,
         )
         await self.cluster.start()
         self.ownership = RedisOwnership(
@@ -135,22 +158,53 @@ class ClusterSessions(LiveSessions):
             await self.cluster.relay(session_id, batch)
 
     async def _lost(self, session_id: str) -> None:
-        """Another process owns the session now: stop here without writing or publishing anything."""
+        """Another process owns the session now (or Redis, where leases live, does not answer): stop here
+        without writing or publishing anything. The sockets fed by this process's controller are told
+        (they reconnect and land on the new owner); those fed by a mirror keep working."""
         controller = self.registry.forget(session_id)
+        if controller is not None:
+            await controller.abandon(notice=UNAVAILABLE)
+        await self.registry.drop_log(session_id)
+        await self._failed(session_id)
+
+    async def _failed(self, session_id: str) -> None:
         relay = self._relays.pop(session_id, None)
         if relay is not None:
             relay.discard()
-        if controller is not None:
-            await controller.abandon()
-        await self.registry.drop_log(session_id)
         if self.cluster is not None:
             self.cluster.forget_relay(session_id)
         await tool_registry.close_session(session_id)  # ACP runners belong to the owner
-        # Only sockets fed by this process's controller reconnect: those fed by a mirror keep working.
-        self.sockets.tell_moved(session_id)
+        if self.ownership is not None:
+            await self.ownership.release(session_id)
+
+    async def fail(self, session_id: str) -> None:
+        await super().fail(session_id)
+        if self.cluster is not None:
+            try:
+                await self.cluster.announce_failed(session_id)
+            except (RedisError, OSError):
+                pass  # the mirrors' watchdogs find Redis away and tell their sockets
+
+    async def fail_mirrors(self, session_ids: list[str] | None = None) -> None:
+        """The owners' events cannot reach this process (the channel layer failed, or an owner does not
+        answer): the sockets fed by these mirrors (all, by default) are told to reconnect."""
+        assert self.cluster is not None
+        for session_id in list(self.cluster.mirrors) if session_ids is None else session_ids:
+            remote = self.cluster.mirrors.get(session_id)
+            if remote is not None:
+                remote.fail(UNAVAILABLE)
+                await self.cluster.drop_mirror(session_id)
 
     async def route(self, session_id: str) -> str | None:
-        """None when this process owns the session (taking it over when nobody does), else the owner."""
+        """None when this process owns the session (taking it over when nobody does), else the owner.
+        OwnerUnavailable when that cannot be told now (Redis does not answer, the owner is changing)."""
+        try:
+            return await self._route(session_id)
+        except (RedisError, OSError) as exc:
+            reason = type(exc).__name__
+            raise OwnerUnavailable(f"Sessions cannot be routed now ({reason}); try again.") from None
+
+    async def _route(self, session_id: str) -> str | None:
         await self.start()
         assert self.ownership is not None and self.cluster is not None
         for _ in range(3):
@@ -178,6 +232,8 @@ class ClusterSessions(LiveSessions):
             try:
                 owner = await self.route(session_id)
             except OwnerUnavailable as exc:
+                if isinstance(command, Submit):
+                    return await self._store_for_later(session_id, command)
                 raise InputError("owner_unavailable", str(exc)) from None
             if owner is None:
                 return await self.registry.dispatch(session_id, command)
@@ -196,12 +252,19 @@ class ClusterSessions(LiveSessions):
                 raise InputError(exc.code, exc.message, message_id=exc.message_id) from None
             except OwnerUnavailable:
                 if isinstance(command, Submit):
-                    # Stored: it runs once the session has an owner again.
-                    return {"message_id": command.request.message_id, "status": "queued"}
+                    return await self._store_for_later(session_id, command)
                 raise InputError(
                     "owner_unavailable", "The server process running this session does not answer; try again."
                 ) from None
         raise InputError("owner_unavailable", "The session is changing owner; try again.")
+
+    async def _store_for_later(self, session_id: str, command: Submit) -> dict[str, Any]:
+        """No owner can take the message now: stored here (if it is not yet), it runs once the session has an
+        owner again (the watchdog of any process takes over sessions with stored work)."""
+        if not command.stored:
+            store = database_sync_to_async(message_store_pending)
+            await store(session_id=session_id, request=command.request)
+        return {"message_id": command.request.message_id, "status": "queued"}
 
     async def snapshot(self, session_id: str) -> tuple[dict[str, Any], int]:
         try:
@@ -290,7 +353,11 @@ class ClusterSessions(LiveSessions):
                 logger.warning("could not reach the owner of session %s to close it", session_id)
         else:
             await self._close_here(session_id)
-        await self.cluster.announce_closed(session_id)  # every process closes its sockets on it
+        try:
+            await self.cluster.announce_closed(session_id)  # every process closes its sockets on it
+        except (RedisError, OSError):
+            logger.warning("could not tell the other processes that session %s closed", session_id)
+            self.sockets.tell_closed(session_id)
 
     async def _close_here(self, session_id: str) -> None:
         await self.registry.close(session_id)
@@ -354,7 +421,10 @@ class ClusterSessions(LiveSessions):
     async def watcher_count(self, session_id: str) -> int:
         if self.watch is None:
             return await super().watcher_count(session_id)
-        return await self.watch.watcher_count(session_id)
+        try:
+            return await self.watch.watcher_count(session_id)
+        except (RedisError, OSError):
+            return await super().watcher_count(session_id)  # this process's sockets are what can be told
 
     async def _evicted(self, session_id: str) -> None:
         # Another process may own it next: its events are kept in the replay store, not here.

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from agentsite.db import database_sync_to_async
 from chat.live.cluster.channel import OwnerUnavailable, RemoteError
@@ -42,6 +43,7 @@ class Watch:
 
     async def _watch(self) -> None:
         interval = max(0.5, settings.AGENTSITE_SESSION_LEASE_SECONDS / 2)
+        redis_away = False
         while True:
             await asyncio.sleep(interval)
             try:
@@ -49,8 +51,19 @@ class Watch:
                 await self.renew_mirrors()
                 for session_id in self.sessions.sockets.sessions():
                     await self.publish_watchers(session_id)
+            except (RedisError, OSError) as exc:
+                # The owners' events reach the mirrors through Redis: their sockets are told to reconnect
+                # (they land on a process that can serve them once Redis is back).
+                if not redis_away:
+                    logger.warning("Redis does not answer (%s): the sessions watched here are told", exc)
+                redis_away = True
+                await self.sessions.fail_mirrors()
+                continue
             except Exception:
                 logger.exception("session watchdog failed")
+            if redis_away:
+                logger.warning("Redis answers again")
+                redis_away = False
 
     async def take_over_orphans(self) -> int:
         sessions = self.sessions
