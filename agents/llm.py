@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentsite.encryption import is_unreadable, unreadable_message
+
 if TYPE_CHECKING:
     import openai
 
@@ -143,11 +145,17 @@ class OpenAIModelClient:
     ) -> None:
         self.provider_name = provider_name
         self.base_url = base_url
+        # A stored key no configured secrets key opens (agentsite/encryption.py) is never sent anywhere.
+        self._key_error = (
+            unreadable_message(f"the API key of provider '{provider_name}'")
+            if is_unreadable(api_key)
+            else None
+        )
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one; never let it
         # fall back to the server's own OPENAI_API_KEY for a provider configured without one.
         self._client = _sdk().AsyncOpenAI(
             base_url=base_url,
-            api_key=api_key or "not-needed",
+            api_key=(api_key if not self._key_error else None) or "not-needed",
             timeout=timeout,
             max_retries=max_retries,
         )
@@ -155,7 +163,12 @@ class OpenAIModelClient:
     async def aclose(self) -> None:
         await self._client.close()
 
+    def _check_key(self) -> None:
+        if self._key_error is not None:
+            raise ModelError("secret_unreadable", self._key_error)
+
     async def list_models(self) -> list[str]:
+        self._check_key()
         try:
             page = await self._client.models.list()
         except _sdk().APIError as exc:
@@ -184,6 +197,7 @@ class OpenAIModelClient:
             "stream_options": {"include_usage": True},
             "extra_body": extra_body,
         }
+        self._check_key()
         assembler = _StreamAssembler(self.provider_name, model)
         try:
             async with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:

@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from agentsite.env import env_bool, env_choice, env_fernet_keys, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -41,6 +41,9 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
+# Old keys that still verify signatures, and whose derived key still decrypts stored secrets
+# (agentsite/encryption.py) while no AGENTSITE_SECRETS_KEY is set.
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 AGENTSITE_ALLOWED_ORIGINS = env_list("AGENTSITE_ALLOWED_ORIGINS", [])
 CSRF_TRUSTED_ORIGINS = AGENTSITE_ALLOWED_ORIGINS
@@ -199,6 +202,9 @@ AGENTSITE_SANDBOX_FILE_SIZE_MB = env_int("AGENTSITE_SANDBOX_FILE_SIZE_MB", 1024,
 AGENTSITE_SANDBOX_UID = env_int(
     "AGENTSITE_SANDBOX_UID", 65534 if os.geteuid() == 0 else os.geteuid(), minimum=0
 )
+# Secrets at rest (docs/protocol.md §6.3, agentsite/encryption.py): the first key encrypts, all decrypt;
+# none set: a key derived from SECRET_KEY.
+AGENTSITE_SECRETS_KEYS = env_fernet_keys("AGENTSITE_SECRETS_KEY")
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")
