@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
+from agents.endpoints import provider_policy
 from agents.models import Agent, Provider, SiteDefault, ToolSetting
 from agents.sandbox.site import get_sandbox
 from agentsite.encryption import is_unreadable, unreadable_message
@@ -29,6 +30,13 @@ class ProviderForm(forms.ModelForm):
         if self.instance.pk and is_unreadable(self.instance.api_key):
             what = f"the stored API key of provider '{self.instance.pk}'"
             self.fields["api_key"].help_text = unreadable_message(what)
+
+    def clean_base_url(self) -> str:
+        value = self.cleaned_data.get("base_url") or ""
+        reason = provider_policy(label="The URL").url_refusal(value) if value else None
+        if reason is not None:
+            raise forms.ValidationError(reason)
+        return value
 
     def clean_api_key(self) -> str:
         value = self.cleaned_data.get("api_key") or ""

@@ -221,6 +221,9 @@ AGENTSITE_SANDBOX_UID = env_int(
 # Secrets at rest (docs/protocol.md §6.3, agentsite/encryption.py): the first key encrypts, all decrypt;
 # none set: a key derived from SECRET_KEY.
 AGENTSITE_SECRETS_KEYS = env_fernet_keys("AGENTSITE_SECRETS_KEY")
+# Provider URLs (agentsite/outbound.py): link-local and metadata addresses are always refused; this also
+# refuses loopback and private ranges.
+AGENTSITE_PROVIDER_DENY_PRIVATE = env_bool("AGENTSITE_PROVIDER_DENY_PRIVATE", False)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")
