@@ -33,6 +33,8 @@ from agentsite.encryption import (
 )
 from agentsite.env import env_fernet_keys
 
+pytestmark = pytest.mark.services_rerun  # the raw columns and the rotation's cast differ on Postgres (jsonb)
+
 KEY_A = Fernet.generate_key().decode()
 KEY_B = Fernet.generate_key().decode()
 CANARY = "sk-canary-4f1d0c"
