@@ -29,8 +29,9 @@ def private_data_dir(data_dir: Path, *, files: Iterable[Path] = (), folders: Ite
     """Set the umask, create or close `data_dir`, and close the given files (0600) and folders
     (no listing) that exist in it. Only what this user owns is changed, and never a sticky folder
     such as /tmp (an operator who points the data directory there gets no chmod of the system's)."""
+    data_dir.parent.mkdir(parents=True, exist_ok=True)  # folders above it: the process's own umask, as before
     os.umask(PRIVATE_UMASK)
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, exist_ok=True)
     _close(data_dir, _LISTING)
     for path in files:
         _close(path, 0o077)

@@ -30,7 +30,8 @@ def keep_umask() -> Iterator[None]:
 
 
 def test_a_new_data_directory_is_0700_and_what_is_created_in_it_is_private(tmp_path: Path) -> None:
-    data_dir = tmp_path / "a" / "data"
+    data_dir = tmp_path / "above" / "data"
+    os.umask(0o022)
 
     private_data_dir(data_dir)
     (data_dir / "file").write_text("x")
@@ -38,6 +39,7 @@ def test_a_new_data_directory_is_0700_and_what_is_created_in_it_is_private(tmp_p
 
     assert mode(data_dir) == 0o700
     assert mode(data_dir / "file") == 0o600 and mode(data_dir / "folder") == 0o700
+    assert mode(tmp_path / "above") == 0o755  # not the data directory: a sandbox's user may pass through
 
 
 def test_what_an_earlier_version_left_open_is_closed(tmp_path: Path) -> None:
