@@ -8,6 +8,7 @@ from django import forms
 from django.contrib import admin
 
 from acp.models import ENV_MASK, AcpRunner
+from agentsite.encryption import is_unreadable, unreadable_message
 
 
 class AcpRunnerForm(forms.ModelForm):
@@ -35,6 +36,10 @@ class AcpRunnerForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
             self.initial["env"] = {key: ENV_MASK for key in self.instance.env}
+            unreadable = sorted(k for k, v in self.instance.env.items() if is_unreadable(v))
+            if unreadable:
+                what = f"the stored value of {', '.join(unreadable)}"
+                self.fields["env"].help_text = f"{self.fields['env'].help_text} {unreadable_message(what)}"
 
     def clean_sandbox_paths(self) -> list[str]:
         from agents.sandbox.site import sandbox_path_refusal

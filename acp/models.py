@@ -2,6 +2,7 @@
 
 The `args` and `env` JSON columns are read through `RunnerConfig` (pydantic), so a row edited by hand
 that no longer has the right shape fails loudly with the runner's name instead of spawning nonsense.
+`env` values are secrets: stored encrypted, write-only everywhere (docs/protocol.md §6.3).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from django.utils import timezone
 
 from acp.updates import TOOL_PARSE_MODES, ToolParseMode
 from agents.models import NAME_PATTERN, Agent
+from agentsite.encryption import is_unreadable, unreadable_message
+from agentsite.secret_fields import EncryptedJSONDictField
 
 ENV_MASK = "***"  # what responses show instead of an env value (write-only)
 DEFAULT_TIMEOUT_SECONDS = 300
@@ -37,6 +40,16 @@ class RunnerConfig(pydantic.BaseModel):
     tool_parse_mode: ToolParseMode
     timeout_seconds: int = pydantic.Field(gt=0)
     sandbox_paths: list[str] = []
+    # Variables whose stored value no configured secrets key decrypts (agentsite/encryption.py); they are
+    # not in `env`, and the runner does not start until a staff user sets them again.
+    unreadable_env: list[str] = []
+
+    def unreadable_error(self) -> str | None:
+        """Why the runner cannot start with its stored env, or None."""
+        if not self.unreadable_env:
+            return None
+        names = ", ".join(self.unreadable_env)
+        return unreadable_message(f"the env value of {names} of runner '{self.name}'")
 
 
 class RunnerDict(TypedDict):
@@ -60,7 +73,7 @@ class AcpRunner(models.Model):
     enabled = models.BooleanField(default=False)
     command = models.CharField(max_length=1000, blank=True)
     args = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True)
+    env = EncryptedJSONDictField(default=dict, blank=True)  # values encrypted (docs/protocol.md §6.3)
     trusted = models.BooleanField(
         default=False, help_text="Permission requests are answered 'allow once' without asking the user."
     )
@@ -101,13 +114,17 @@ class AcpRunner(models.Model):
 
     def config(self) -> RunnerConfig:
         """The row as a validated RunnerConfig (raises pydantic.ValidationError on a malformed row)."""
+        env = self.env  # not a dict: a malformed row, refused just below
+        unreadable = sorted(k for k, v in env.items() if is_unreadable(v)) if isinstance(env, dict) else []
+        readable = {k: v for k, v in env.items() if k not in unreadable} if isinstance(env, dict) else env
         return RunnerConfig.model_validate(
             {
                 "name": self.name,
                 "enabled": self.enabled,
                 "command": self.command,
                 "args": self.args,
-                "env": self.env,
+                "env": readable,
+                "unreadable_env": unreadable,
                 "trusted": self.trusted,
                 "tool_parse_mode": self.tool_parse_mode,
                 "timeout_seconds": self.timeout_seconds,

@@ -135,6 +135,8 @@ class DelegateExternalAgentTool(Tool):
     async def _start(self, configs: dict[str, RunnerConfig], ctx: ToolContext, params: DelegateParams) -> str:
         config = _enabled_config(configs, _runner_name(params))
         message = _message(params)
+        if (unreadable := config.unreadable_error()) is not None:
+            raise ToolError(unreadable)
         if self.sessions.get(ctx.session_id, config.name) is not None:
             raise ToolError(
                 f"Runner '{config.name}' is already open in this chat session; use message to talk to it."

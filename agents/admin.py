@@ -6,11 +6,15 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
+from agents.endpoints import provider_policy
 from agents.models import Agent, Provider, SiteDefault, ToolSetting
 from agents.sandbox.site import get_sandbox
+from agentsite.encryption import is_unreadable, unreadable_message
 
 
 class ProviderForm(forms.ModelForm):
+    """The key is write-only (stored encrypted, docs/protocol.md §6.3): never rendered, empty keeps it."""
+
     api_key = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False),
@@ -20,6 +24,19 @@ class ProviderForm(forms.ModelForm):
     class Meta:
         model = Provider
         fields = ["id", "name", "base_url", "api_key", "model_list", "default_model"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and is_unreadable(self.instance.api_key):
+            what = f"the stored API key of provider '{self.instance.pk}'"
+            self.fields["api_key"].help_text = unreadable_message(what)
+
+    def clean_base_url(self) -> str:
+        value = self.cleaned_data.get("base_url") or ""
+        reason = provider_policy(label="The URL").url_refusal(value) if value else None
+        if reason is not None:
+            raise forms.ValidationError(reason)
+        return value
 
     def clean_api_key(self) -> str:
         value = self.cleaned_data.get("api_key") or ""
@@ -31,8 +48,15 @@ class ProviderForm(forms.ModelForm):
 @admin.register(Provider)
 class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
-    list_display = ["id", "name", "base_url", "default_model"]
+    list_display = ["id", "name", "base_url", "default_model", "key_state"]
     search_fields = ["id", "name", "base_url"]
+
+    @admin.display(description="API key")
+    def key_state(self, obj: Provider) -> str:
+        """A key no configured secrets key opens shows here, instead of failing the whole list."""
+        if is_unreadable(obj.api_key):
+            return "cannot be decrypted: enter it again"
+        return "set" if obj.api_key else "-"
 
 
 class ToolSettingInline(admin.TabularInline):

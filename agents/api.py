@@ -83,7 +83,12 @@ class ProviderActiveApi(APIView):
 
 
 class ProviderTestApi(APIView):
-    """Check that the endpoint answers and return its model list (staff: it makes an outbound call)."""
+    """Check that the endpoint answers and return its model list (staff: it makes an outbound call).
+
+    The answer holds the status and the model ids only (docs/protocol.md §6.3): the model client reads
+    nothing else of the body and words every failure so that it cannot serve as a port scanner
+    (agents/endpoints.py), and it connects only where the outbound rule allows.
+    """
 
     permission_classes = [IsStaffOrReadOnly]
 
@@ -101,10 +106,17 @@ class ProviderTestApi(APIView):
             max_retries=0,
         )
         try:
-            models = async_to_sync(client.list_models)()
+            models = async_to_sync(_list_and_close)(client)
         except ModelError as exc:
             return Response({"ok": False, "error": {"code": exc.code, "message": exc.message}, "models": []})
         return Response({"ok": True, "models": models})
+
+
+async def _list_and_close(client: Any) -> list[str]:
+    try:
+        return list(await client.list_models())
+    finally:
+        await client.aclose()
 
 
 class AgentConfigApi(APIView):

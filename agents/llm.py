@@ -21,6 +21,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agents.endpoints import (
+    capped_body,
+    guarded_http_client,
+    model_ids,
+    model_list_failure,
+    provider_policy,
+    refusal_of,
+)
+from agentsite.encryption import is_unreadable, unreadable_message
+from agentsite.outbound import OutboundPolicy, Resolver
+
 if TYPE_CHECKING:
     import openai
 
@@ -125,12 +136,17 @@ class ModelClient(Protocol):
         ...
 
     async def list_models(self) -> list[str]:
-        """The model ids the provider offers (the providers "test" endpoint shows them)."""
+        """The model ids the provider offers (the providers "test" endpoint shows them); its ModelError
+        never carries any part of a response body (agents/endpoints.py)."""
         ...
 
 
 class OpenAIModelClient:
-    """An OpenAI-compatible provider, through the official SDK (one instance per provider, reused)."""
+    """An OpenAI-compatible provider, through the official SDK (one instance per provider, reused).
+
+    Every connection goes only where the outbound policy allows (`policy`, by default the site's rule for
+    providers; `resolver` replaces DNS in tests): agents/endpoints.py, agentsite/outbound.py.
+    """
 
     def __init__(
         self,
@@ -140,27 +156,52 @@ class OpenAIModelClient:
         provider_name: str,
         timeout: float = 60.0,
         max_retries: int = 2,
+        policy: OutboundPolicy | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self.provider_name = provider_name
         self.base_url = base_url
+        # A stored key no configured secrets key opens (agentsite/encryption.py) is never sent anywhere.
+        self._key_error = (
+            unreadable_message(f"the API key of provider '{provider_name}'")
+            if is_unreadable(api_key)
+            else None
+        )
+        sdk = _sdk()
         # Local servers (Ollama, vLLM) need no key, but the SDK insists on one; never let it
         # fall back to the server's own OPENAI_API_KEY for a provider configured without one.
-        self._client = _sdk().AsyncOpenAI(
+        self._client = sdk.AsyncOpenAI(
             base_url=base_url,
-            api_key=api_key or "not-needed",
+            api_key=(api_key if not self._key_error else None) or "not-needed",
             timeout=timeout,
             max_retries=max_retries,
+            http_client=guarded_http_client(sdk, policy or provider_policy(), resolver),
         )
 
     async def aclose(self) -> None:
         await self._client.close()
 
+    def _check_key(self) -> None:
+        if self._key_error is not None:
+            raise ModelError("secret_unreadable", self._key_error)
+
     async def list_models(self) -> list[str]:
+        self._check_key()
+        sdk = _sdk()
+        who = self.provider_name
         try:
-            page = await self._client.models.list()
-        except _sdk().APIError as exc:
-            raise self._error(exc, model=None) from None
-        return sorted(model.id for model in page.data)
+            async with self._client.models.with_streaming_response.list() as response:
+                ids = model_ids(await capped_body(response))
+        except sdk.APIStatusError as exc:
+            raise ModelError(*model_list_failure(who, status=exc.status_code, reached=True)) from None
+        except (sdk.APIError, *_transport_errors()[0], *_transport_errors()[1]) as exc:
+            refused = refusal_of(exc)
+            if refused is not None:
+                raise ModelError("address_refused", str(refused)) from None
+            raise ModelError(*model_list_failure(who, reached=False)) from None
+        if ids is None:
+            raise ModelError(*model_list_failure(who, status=response.status_code, reached=True))
+        return ids
 
     async def stream_chat(
         self,
@@ -184,6 +225,7 @@ class OpenAIModelClient:
             "stream_options": {"include_usage": True},
             "extra_body": extra_body,
         }
+        self._check_key()
         assembler = _StreamAssembler(self.provider_name, model)
         try:
             async with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
@@ -225,6 +267,9 @@ def error_from_sdk(
     what = f"model '{model}'" if model else "the model list"
     if isinstance(exc, openai.APITimeoutError):
         return ModelError("timeout", f"{who} did not answer in time for {what} (request timed out).")
+    refused = refusal_of(exc)
+    if refused is not None:
+        return ModelError("address_refused", f"{who} was not called: {refused}")
     if isinstance(exc, openai.APIConnectionError):
         cause = _short(str(exc.__cause__ or exc))
         where = f" at {base_url}" if base_url else ""

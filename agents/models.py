@@ -8,16 +8,21 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from agentsite.secret_fields import EncryptedTextField
+
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 name_validator = RegexValidator(NAME_PATTERN, "Use 1-64 letters, digits, '_' or '-'.")
 DEFAULT_AGENT = "default"
 
 
 class Provider(models.Model):
+    """An OpenAI-compatible endpoint. Its API key is stored encrypted and never shown (docs/protocol.md
+    §6.3); its base_url must pass the outbound rule (agents/endpoints.py) when saved and when called."""
+
     id = models.CharField(primary_key=True, max_length=64, validators=[name_validator])
     name = models.CharField(max_length=200)
     base_url = models.URLField(max_length=500)
-    api_key = models.CharField(max_length=500, blank=True)
+    api_key = EncryptedTextField(blank=True)
     model_list = models.JSONField(default=list, blank=True)
     default_model = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -5,6 +5,7 @@ from typing import Any
 from django.db import models as db_models
 from rest_framework import serializers
 
+from agents.endpoints import provider_policy
 from agents.models import NAME_PATTERN, Agent, Provider
 from agentsite.fields import StrictBooleanField, StrictCharField, StrictRegexField, StrictURLField
 
@@ -47,6 +48,14 @@ class ProviderSerializer(StrictModelSerializer):
             raise serializers.ValidationError(f"{value!r} is reserved; choose another id.")
         if self.instance is None and Provider.objects.filter(id=value).exists():
             raise serializers.ValidationError(f"A provider with id {value!r} already exists.")
+        return value
+
+    def validate_base_url(self, value: str) -> str:
+        """http(s) only, never a link-local or metadata address (docs/protocol.md §6.3); checked again, after
+        DNS, on every request."""
+        reason = provider_policy(label="The URL").url_refusal(value)
+        if reason is not None:
+            raise serializers.ValidationError(reason)
         return value
 
     def validate_default_model(self, value: str | None) -> str:

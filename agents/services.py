@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
 
+from agents.endpoints import provider_policy
 from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
+
+logger = logging.getLogger(__name__)
 
 ENV_PROVIDER_ID = "env"
 
@@ -63,11 +67,16 @@ def model_choice_for(*, agent: Agent | None, override: str | None = None) -> Mod
 def provider_register_from_env() -> Provider | None:
     """OPENAI_BASE_URL / OPENAI_API_KEY / AGENTSITE_DEFAULT_MODEL register a provider at start-up.
 
-    It becomes the site default unless an operator already chose one.
+    It becomes the site default unless an operator already chose one. The key is stored encrypted like
+    any provider's (the model field does it); a base URL the outbound rule refuses is logged and skipped.
     """
     if not (settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY):
         return None
     base_url = settings.OPENAI_BASE_URL or "https://api.openai.com/v1"
+    refusal = provider_policy(label="OPENAI_BASE_URL").url_refusal(base_url)
+    if refusal is not None:
+        logger.warning("no provider registered from the environment: %s", refusal)
+        return None
     model = settings.AGENTSITE_DEFAULT_MODEL or "gpt-4o-mini"
     provider, _ = Provider.objects.update_or_create(
         id=ENV_PROVIDER_ID,

@@ -6,6 +6,7 @@ deployment should stop the server at start-up, not change its behaviour quietly.
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 from collections.abc import Mapping
@@ -80,3 +81,27 @@ def env_choice(
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}.")
     return value
+
+
+def env_fernet_keys(name: str, *, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """A comma-separated list of Fernet keys (docs/protocol.md §6.3: the first encrypts, all decrypt).
+
+    Each must be 32 bytes in URL-safe base64 (what `Fernet.generate_key()` prints). The error names the
+    variable and the position of the bad key, never the key itself: start-up errors end up in logs.
+    """
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return []
+    keys = [item.strip() for item in raw.split(",")]
+    for position, key in enumerate(keys, start=1):
+        try:
+            decoded = base64.b64decode(key.encode("ascii"), altchars=b"-_", validate=True)
+        except (ValueError, UnicodeEncodeError):
+            decoded = b""
+        if len(decoded) != 32 or len(key) != 44:
+            raise ImproperlyConfigured(
+                f"{name}: key {position} of {len(keys)} is not a Fernet key (32 bytes in URL-safe base64, "
+                "44 characters). Make one with: python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'"
+            )
+    return keys

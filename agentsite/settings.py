@@ -14,14 +14,27 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from agentsite.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from agentsite.datadir import private_data_dir
+from agentsite.env import env_bool, env_choice, env_fernet_keys, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", False)
 DATA_DIR = Path(env_str("AGENTSITE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
 WORKSPACES_DIR = DATA_DIR / "workspaces"
+HOMES_DIR = DATA_DIR / "homes"
+SQLITE_PATH = DATA_DIR / "agentsite.sqlite3"
+# Readable by the server's own user only (docs/protocol.md §6.3): umask 077 from here on, and what earlier
+# versions left open is closed.
+private_data_dir(
+    DATA_DIR,
+    files=[
+        SQLITE_PATH,
+        *(SQLITE_PATH.with_name(SQLITE_PATH.name + suffix) for suffix in ("-wal", "-shm", "-journal")),
+        DATA_DIR / "secret_key",
+    ],
+    folders=[WORKSPACES_DIR, HOMES_DIR, DATA_DIR / "runners"],
+)
 
 
 def _secret_key() -> str:
@@ -34,13 +47,19 @@ def _secret_key() -> str:
             "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))')."
         )
     key_file = DATA_DIR / "secret_key"
-    if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
+    try:  # created 0600 in one step: never readable by others, not even for a moment
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return key_file.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_urlsafe(50))
     return key_file.read_text().strip()
 
 
 SECRET_KEY = _secret_key()
+# Old keys that still verify signatures, and whose derived key still decrypts stored secrets
+# (agentsite/encryption.py) while no AGENTSITE_SECRETS_KEY is set.
+SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 AGENTSITE_ALLOWED_ORIGINS = env_list("AGENTSITE_ALLOWED_ORIGINS", [])
 CSRF_TRUSTED_ORIGINS = AGENTSITE_ALLOWED_ORIGINS
@@ -136,7 +155,7 @@ def _databases() -> dict[str, Mapping[str, object]]:
     return {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "agentsite.sqlite3",
+            "NAME": SQLITE_PATH,
             "CONN_MAX_AGE": CONN_MAX_AGE,
             "CONN_HEALTH_CHECKS": True,
             "OPTIONS": {
@@ -207,6 +226,12 @@ AGENTSITE_SANDBOX_FILE_SIZE_MB = env_int("AGENTSITE_SANDBOX_FILE_SIZE_MB", 1024,
 AGENTSITE_SANDBOX_UID = env_int(
     "AGENTSITE_SANDBOX_UID", 65534 if os.geteuid() == 0 else os.geteuid(), minimum=0
 )
+# Secrets at rest (docs/protocol.md §6.3, agentsite/encryption.py): the first key encrypts, all decrypt;
+# none set: a key derived from SECRET_KEY.
+AGENTSITE_SECRETS_KEYS = env_fernet_keys("AGENTSITE_SECRETS_KEY")
+# Provider URLs (agentsite/outbound.py): link-local and metadata addresses are always refused; this also
+# refuses loopback and private ranges.
+AGENTSITE_PROVIDER_DENY_PRIVATE = env_bool("AGENTSITE_PROVIDER_DENY_PRIVATE", False)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")

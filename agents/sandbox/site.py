@@ -185,9 +185,28 @@ def hand_over(path: Path) -> None:
 
 def _ensure(path: Path) -> Path:
     if not os.path.isdir(path):  # asked for every turn: a stat is cheaper than mkdir's FileExistsError
-        path.mkdir(parents=True, exist_ok=True)
+        passage_to(path.parent)
+        path.mkdir(exist_ok=True)
         hand_over(path)
     return path
+
+
+def passage_to(folder: Path) -> None:
+    """Create, or set the mode of, the folders from the data directory down to `folder` (`workspaces/`,
+    `homes/<user>/<agent>/`) on the way to a folder the sandbox binds: the server's own, 0700 — or 0711
+    when the sandbox runs as another user, who must pass through them, never list them (the data
+    directory is private, docs/protocol.md §6.3). Runs when a workspace or home is created, not per turn.
+    """
+    data_dir = Path(settings.DATA_DIR)
+    uid, _ = sandbox_ids()
+    mode = 0o711 if uid is not None else 0o700
+    for current in [*reversed(folder.parents), folder]:
+        if current == data_dir or not current.is_relative_to(data_dir):
+            continue
+        current.mkdir(exist_ok=True)
+        info = current.stat()
+        if info.st_uid == os.geteuid() and info.st_mode & 0o777 != mode:
+            current.chmod(mode)
 
 
 def workspace_name(*, user_id: int, session_id: str) -> str:
@@ -207,7 +226,7 @@ def workspace_dir(*, user_id: int, session_id: str) -> Path:
 def runner_home(*, user_id: int, agent_name: str, runner: str) -> Path:
     """A runner's private HOME for one user, kept between its starts (credentials, caches).
     Agent and runner names are 1-64 of [A-Za-z0-9_-], so they are safe folder names."""
-    return _ensure(Path(settings.DATA_DIR) / "homes" / str(user_id) / agent_name / runner)
+    return _ensure(Path(settings.HOMES_DIR) / str(user_id) / agent_name / runner)
 
 
 def sandbox_path_refusal(raw: str) -> str | None:

@@ -67,8 +67,11 @@ def runner_python() -> str:
                 "no system python3 that the sandbox's user can run; cannot run the mock runner"
             )
         shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([system, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"{SDK}=={version}"], check=True)
+        # umask 022: the sandbox's user runs this interpreter, and the settings' umask (077, the data
+        # directory is private) would close it to that user.
+        subprocess.run([system, "-m", "venv", str(venv)], check=True, umask=0o022)
+        install = [str(python), "-m", "pip", "install", "--quiet", f"{SDK}=={version}"]
+        subprocess.run(install, check=True, umask=0o022)
         stamp.touch()
     return str(python)
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from agents.sandbox import Limits, Sandbox
-from agents.sandbox.site import hand_over, make_sandbox
+from agents.sandbox.site import hand_over, make_sandbox, passage_to
 from tests.conftest import services_required
 
 _cache: dict[tuple[str, Limits | None], Sandbox] = {}
@@ -40,7 +40,8 @@ def sandbox_of(mode: str, limits: Limits | None = None) -> Sandbox:
 @contextmanager
 def sandbox_workspace() -> Iterator[Path]:
     folder = Path(settings.WORKSPACES_DIR) / f"test-{uuid.uuid4().hex}"
-    folder.mkdir(parents=True)
+    passage_to(folder.parent)
+    folder.mkdir()
     hand_over(folder)
     try:
         yield folder
