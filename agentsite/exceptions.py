@@ -49,7 +49,7 @@ class DomainError(Exception):
 
 class ServiceUnavailable(DomainError):
     """A service the server depends on (the database, Redis) does not answer: try again (503; a socket
-    gets `error unavailable` and close 4503)."""
+    gets `error unavailable` and close 1012)."""
 
     code = "unavailable"
     status = 503

@@ -15,10 +15,12 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
    (a thread hand-over, and a reconnect with CONN_MAX_AGE=0), and frames sent straight to the server's
    own `send` (kept in the scope by agentsite/ws_auth.py) instead of through the middleware wrappers.
    Measured: ~30 KB less per idle socket, 40–90 µs less per frame.
-3. Closing over-large frames cleanly (agentsite/management/commands/serve.py): daphne builds its
-   WebSocket factory inside `Server.run()` with autobahn's default `failByDrop=True`, which drops the TCP
-   connection of a frame over the size limit instead of closing it with 1009 as docs/protocol.md §3.2
-   promises; `serve` gives daphne a factory that closes with the proper code.
+3. Closing sockets with the codes the contract names (agentsite/management/commands/serve.py): daphne
+   builds its WebSocket factory inside `Server.run()` with autobahn's default `failByDrop=True`, which
+   drops the TCP connection of a frame over the size limit instead of closing it with 1009 as
+   docs/protocol.md §3.2 promises; and autobahn lets an application close only with 1000 or 3000–4999,
+   not with 1012 ("service restart": reconnect), which a server may send (RFC 6455 §7.4, IANA registry).
+   `serve` gives daphne a factory whose sockets do both.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from channels import utils as channels_utils
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from daphne import server as daphne_server
+from daphne import ws_protocol as daphne_ws_protocol
 
 # What the tricks use that their libraries do not promise: (owner, attribute).
 PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
@@ -45,6 +48,8 @@ PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
     (channels_utils, "await_many_dispatch"),
     (channels_consumer, "get_handler_name"),
     (daphne_server, "WebSocketFactory"),
+    (daphne_ws_protocol.WebSocketProtocol, "serverClose"),
+    (daphne_ws_protocol.WebSocketProtocol, "sendCloseFrame"),
 )
 
 SERVER_SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
@@ -115,17 +120,32 @@ class LeanWebsocketConsumer(AsyncWebsocketConsumer):
         await self._send_raw({"type": "websocket.send", "text": text})
 
 
-# -- 3. closing over-large frames cleanly ---------------------------------------------------------------
+# -- 3. closing sockets with the codes the contract names ------------------------------------------------
+
+SERVER_CLOSE_CODES = frozenset({1001, 1011, 1012, 1013})  # besides 1000 and 3000–4999, which autobahn allows
 
 
-class CleanlyFailingWebSocketFactory(daphne_server.WebSocketFactory):  # type: ignore[misc]
-    """daphne's factory, but a failed connection (a frame over the limit: 1009) gets its close frame."""
+class ContractWebSocketProtocol(daphne_ws_protocol.WebSocketProtocol):  # type: ignore[misc]
+    """daphne's socket, but the application may also close with the codes a server sends (1012)."""
+
+    def serverClose(self, code: int | None = None) -> None:
+        if code in SERVER_CLOSE_CODES:
+            self.sendCloseFrame(code=code, isReply=False)  # what autobahn's sendClose does after its check
+        else:
+            super().serverClose(code)
+
+
+class ContractWebSocketFactory(daphne_server.WebSocketFactory):  # type: ignore[misc]
+    """daphne's factory, with ContractWebSocketProtocol, and a failed connection (a frame over the limit:
+    1009) gets its close frame."""
+
+    protocol = ContractWebSocketProtocol
 
     def resetProtocolOptions(self) -> None:
         super().resetProtocolOptions()
         self.failByDrop = False
 
 
-def close_failed_websockets_cleanly() -> None:
-    """Make the next daphne Server built in this process use CleanlyFailingWebSocketFactory."""
-    daphne_server.WebSocketFactory = CleanlyFailingWebSocketFactory
+def close_websockets_by_contract() -> None:
+    """Make the next daphne Server built in this process use ContractWebSocketFactory."""
+    daphne_server.WebSocketFactory = ContractWebSocketFactory

@@ -67,7 +67,7 @@ class WebSocketAuthMiddleware:
             user = await database_sync_to_async(api_key_authenticate)(api_keys[0])
         except (OperationalError, InterfaceError):
             scope["user"] = AnonymousUser()
-            scope["unavailable"] = True  # the consumer says so (close 4503) instead of dropping the handshake
+            scope["unavailable"] = True  # the consumer says so (close 1012) instead of dropping the handshake
             return await self.inner(scope, receive, send)
         if user is None:
             scope["user"] = AnonymousUser()

@@ -199,7 +199,7 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
                     yield ": keep-alive\n\n"
                 continue
             idle = 0.0
-            if event is UNAVAILABLE:  # as a socket is closed with 4503: reconnect with Last-Event-ID
+            if event is UNAVAILABLE:  # as a socket is closed with 1012: reconnect with Last-Event-ID
                 message = "The session cannot go on in this server process now; reconnect to resume."
                 yield _sse_frame({"type": "error", "data": {"code": "unavailable", "message": message}})
                 return

@@ -33,8 +33,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
 CLOSE_TOO_BIG = 1009
 CLOSE_KEY_REVOKED = 4401
-# Reconnect (with ?since=): the session goes on elsewhere or later (not 1012: daphne sends 1000, 3000–4999).
-CLOSE_TRY_AGAIN = 4503
+CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect with ?since= (agentsite/internals.py lets daphne)
 # A socket sends at most this many frames of a burst before letting other tasks run: a busy server
 # then still gets every new answer's first words out promptly instead of finishing others' bursts first.
 SEND_SLICE = 16

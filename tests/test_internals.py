@@ -37,3 +37,27 @@ def test_the_check_reports_what_is_gone(monkeypatch) -> None:  # type: ignore[no
         internals, "PRIVATE_NAMES", (*internals.PRIVATE_NAMES, (SyncToAsync, "no_such_thing"))
     )
     assert internals.missing() == ["SyncToAsync.no_such_thing"]
+
+
+def test_the_server_may_close_with_service_restart_and_other_codes_go_through_autobahn() -> None:
+    """Autobahn refuses 1012 from an application; the socket daphne gets from `serve` sends it (the fault
+    tests see it on the wire, tests/faults/)."""
+    sent: list[tuple[int | None, bool]] = []
+
+    class Probe(internals.ContractWebSocketProtocol):  # type: ignore[misc]
+        def __init__(self) -> None:  # no connection: only the close path is exercised
+            pass
+
+        def sendCloseFrame(self, code=None, reasonUtf8=None, isReply=False):  # type: ignore[no-untyped-def]
+            sent.append((code, isReply))
+
+    Probe().serverClose(1012)
+    Probe().serverClose(4401)  # through autobahn's own check, which allows it
+    assert sent == [(1012, False), (4401, False)]
+    try:
+        internals.daphne_ws_protocol.WebSocketProtocol.sendClose(Probe(), code=1012)
+    except Exception as exc:  # what the trick exists for: autobahn still refuses it
+        assert "invalid close code" in str(exc)
+    else:
+        raise AssertionError("autobahn now allows 1012: the trick can go")
+    assert internals.ContractWebSocketFactory.protocol is internals.ContractWebSocketProtocol

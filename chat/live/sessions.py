@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 IDLE_SECONDS = 300.0  # a session's controller is dropped after this long without activity (reloaded on use)
 # Put in a subscriber's queue (never numbered, never sent as is) when the session cannot go on here: a
 # service it depends on failed, or another process owns it now. The socket or SSE stream says
-# `error unavailable` and closes (4503); the client reconnects with `?since=` and resumes.
+# `error unavailable` and closes (1012); the client reconnects with `?since=` and resumes.
 UNAVAILABLE: dict[str, Any] = {"type": "__unavailable__"}
 
 Fanout = Callable[[dict[str, Any]], None]
@@ -53,7 +53,7 @@ class NotOwner(Exception):
 
 class Unavailable(DomainError):
     """The process that runs the session does not answer (it may be dying; its lease will expire): the
-    client tries again (a socket is closed with 4503 and reconnects, REST answers 503)."""
+    client tries again (a socket is closed with 1012 and reconnects, REST answers 503)."""
 
     code = "owner_unavailable"
     status = 503

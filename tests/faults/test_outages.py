@@ -2,7 +2,7 @@
 
 Each test owns the service it breaks (tests/faults/instances.py: own port, own data dir). What must hold:
 every request answers (stored, 503, or a clear error) — never a 500 page or a hang; every streaming socket
-is told (`error unavailable` + close 4503) within a few seconds; nothing acknowledged is lost; service
+is told (`error unavailable` + close 1012) within a few seconds; nothing acknowledged is lost; service
 resumes without restarting the servers; a server started without Redis says so in one sentence.
 """
 
@@ -146,7 +146,7 @@ async def test_redis_going_away_mid_stream_loses_nothing_acknowledged(tmp_path, 
         redis.kill()
         for ws in (on_a, on_b):
             error, code = await told_unavailable(ws)
-            assert code == 4503 and error is not None and error["data"]["code"] == "unavailable"
+            assert code == 1012 and error is not None and error["data"]["code"] == "unavailable"
 
         acknowledged = []
         headers = {"Authorization": f"Bearer {key}"}
@@ -235,7 +235,7 @@ async def test_postgres_going_away_answers_503_tells_sockets_and_comes_back(
         postgres.stop()
         for ws in (on_a, on_b):
             error, code = await told_unavailable(ws)
-            assert code == 4503 and error is not None and error["data"]["code"] == "unavailable"
+            assert code == 1012 and error is not None and error["data"]["code"] == "unavailable"
         headers = {"Authorization": f"Bearer {key}"}
         async with httpx.AsyncClient(base_url=b.base_url, headers=headers, timeout=20) as http:
             assert (await http.get("/healthz")).status_code == 503
@@ -247,7 +247,7 @@ async def test_postgres_going_away_answers_503_tells_sockets_and_comes_back(
             assert posted.status_code == 503
         async with websockets.connect(socket_url(b, session_id, key)) as ws:  # a new handshake is answered
             error, code = await told_unavailable(ws)
-            assert code == 4503 and error is not None and error["data"]["code"] == "unavailable"
+            assert code == 1012 and error is not None and error["data"]["code"] == "unavailable"
 
         postgres.start()
         async with httpx.AsyncClient(base_url=a.base_url, headers=headers, timeout=20) as http:
@@ -260,7 +260,8 @@ async def test_postgres_going_away_answers_503_tells_sockets_and_comes_back(
             }
         fresh = await open_session(b, key)
         async with websockets.connect(socket_url(b, fresh, key)) as ws:
-            assert json.loads(await ws.recv())["type"] == "connected"
+            first = json.loads(await ws.recv())
+            assert first["type"] == "connected", first
             script_remote(llm, Reply(text="back again"))
             await ws.send(json.dumps({"type": "message", "content": "are you there?"}))
             result = (await frames_until(ws, lambda f: f["type"] == "result"))[-1]

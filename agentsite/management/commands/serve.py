@@ -97,10 +97,10 @@ class Command(BaseCommand):
         from daphne.server import Server, twisted_loop
 
         from agentsite.asgi import application
-        from agentsite.internals import close_failed_websockets_cleanly
+        from agentsite.internals import close_websockets_by_contract
         from agentsite.lifecycle import server_process
 
-        close_failed_websockets_cleanly()
+        close_websockets_by_contract()
         try:
             server_process.prepare()
         except ImproperlyConfigured as exc:  # AGENTSITE_SANDBOX=bwrap without a working bubblewrap
