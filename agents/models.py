@@ -8,6 +8,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from agentsite.isotime import iso
+
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 name_validator = RegexValidator(NAME_PATTERN, "Use 1-64 letters, digits, '_' or '-'.")
 DEFAULT_AGENT = "default"
@@ -37,7 +39,7 @@ class Provider(models.Model):
             "api_key_set": bool(self.api_key),
             "models": list(self.model_list),
             "default_model": self.default_model or None,
-            "created_at": self.created_at.isoformat(),
+            "created_at": iso(self.created_at),
         }
 
 

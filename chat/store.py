@@ -122,10 +122,14 @@ class DjangoQueueStore:
             ).update(status="interrupted")
 
     def _title_from_first_message(self, item: PendingItem) -> None:
-        """An untitled session takes the start of its first message (queue position 0) as its title."""
+        """An untitled session takes the start of its first message (queue position 0) as its title.
+
+        A new message is activity too: the session's `updated_at` moves (lists sort chats by it)."""
+        now = timezone.now()
         title = " ".join(item.request.content.split())[:60] if item.order == 0 else ""
         if title:
-            Session.objects.filter(id=self.session_id, title="").update(title=title)
+            Session.objects.filter(id=self.session_id, title="").update(title=title, updated_at=now)
+        Session.objects.filter(id=self.session_id, updated_at__lt=now).update(updated_at=now)
 
     def _insert(self, item: PendingItem, status: str) -> None:
         request = item.request
@@ -271,6 +275,11 @@ class DjangoTurnRecorder:
             await database_sync_to_async(self._insert)(uuid.uuid4().hex, content, reasoning, status, **extra)
         else:
             await database_sync_to_async(self._update)(row, content, reasoning, status, **extra)
+        await database_sync_to_async(self._touch)()
+
+    def _touch(self) -> None:
+        """An answer is activity: the session's `updated_at` moves (lists sort chats by it)."""
+        Session.objects.filter(id=self.session_id).update(updated_at=timezone.now())
 
     def _insert(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
         insert_row(

@@ -44,18 +44,20 @@ def test_setup_creates_a_superuser_logs_in_and_redirects_home(client: Client, db
     assert home.wsgi_request.user == admin
 
 
-def test_setup_is_gone_once_an_account_exists(client: Client, db: Any) -> None:
+def test_setup_sends_visitors_to_log_in_once_an_account_exists(client: Client, db: Any) -> None:
     client.post("/setup/", SETUP_FORM)
     other = Client()
 
-    assert other.get("/setup/").status_code == 404
+    gone = other.get("/setup/")
+    assert (gone.status_code, gone["Location"]) == (302, "/login/")
     again = other.post("/setup/", {**SETUP_FORM, "username": "intruder"})
-    assert again.status_code == 404
+    assert (again.status_code, again["Location"]) == (302, "/login/")
     assert not get_user_model().objects.filter(username="intruder").exists()
 
 
 def test_setup_is_gone_when_an_account_was_made_otherwise(client: Client, alice: Any) -> None:
-    assert client.get("/setup/").status_code == 404
+    response = client.get("/setup/")
+    assert (response.status_code, response["Location"]) == (302, "/login/")
 
 
 def test_setup_ignores_the_open_mode_local_user(client: Client, db: Any) -> None:
