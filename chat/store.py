@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
@@ -249,6 +250,11 @@ class DjangoTurnRecorder:
         self.reply_to = reply_to
         self.model = model
         self._streaming: str | None = None  # message id of the row of the step that streams now
+        self._step_at: dt.datetime | None = None  # when the step that streams now started
+
+    def step_started(self) -> None:
+        """Its row enters the conversation at this time (`entered_at`: the order the model saw)."""
+        self._step_at = timezone.now()
 
     async def progress(self, content: str, reasoning: str) -> None:
         if self._streaming is None:
@@ -271,7 +277,7 @@ class DjangoTurnRecorder:
 
     async def _end(self, content: str, reasoning: str, status: str, **extra: Any) -> None:
         row, self._streaming = self._streaming, None
-        if row is None:
+        if row is None:  # nothing written while it streamed: its row is new (at the step's start)
             await database_sync_to_async(self._insert)(uuid.uuid4().hex, content, reasoning, status, **extra)
         else:
             await database_sync_to_async(self._update)(row, content, reasoning, status, **extra)
@@ -292,7 +298,7 @@ class DjangoTurnRecorder:
             status=status,
             reply_to=self.reply_to,
             model=self.model,
-            entered_at=timezone.now(),
+            entered_at=self._step_at or timezone.now(),
             **extra,
         )
 
