@@ -116,9 +116,7 @@ def test_an_upload_over_the_limit_is_413_and_leaves_nothing(
     assert not [p for p in workspace.iterdir() if p.name.startswith(".upload-")]
 
 
-@pytest.mark.parametrize(
-    "path", ["../escape.txt", "src/../../escape.txt", "%2Fetc%2Fpasswd", "out/secret"]
-)
+@pytest.mark.parametrize("path", ["../escape.txt", "src/../../escape.txt", "%2Fetc%2Fpasswd", "out/secret"])
 def test_paths_out_of_the_workspace_are_refused(
     client: Client, alice_key: str, workspace: Path, tmp_path: Path, path: str
 ) -> None:
