@@ -4,6 +4,7 @@ provider failure, the workspace panel, the theme, and the phone layout."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -256,3 +257,55 @@ def test_the_phone_layout_keeps_everything_on_screen(
     assert box is not None and box["x"] + box["width"] <= PHONE["width"]
     assert overflow(page) == 0
     ctx.close()
+
+
+def test_tool_and_external_agent_approvals_show_the_same_buttons_in_the_same_order(
+    page: Any, fake_model: Any
+) -> None:
+    """Later, then the refusals, then the approvals with the one-time approval last (primary): for a shell
+    command (highlighted) as for an external agent's permission request; Ctrl+Enter approves."""
+    from tests.acp.support import runner_body
+
+    options = json.dumps(
+        [
+            ["always", "Always allow", "allow_always"],
+            ["allow", "Allow once", "allow_once"],
+            ["reject", "Reject", "reject_once"],
+        ]
+    )
+    body = runner_body("permission", marker="order", env={"ACP_MOCK_PERMISSION_OPTIONS": options})
+    page.goto("/")
+    call_api(page, "PUT", "/api/v1/agents/default/config/acp/asker", body)
+    call_api(page, "PUT", "/api/v1/agents/default/tools/delegate_external_agent", {"enabled": True})
+    try:
+        fake_model.script(
+            {"tool_calls": [{"name": "shell", "arguments": {"command": "echo hi && ls"}}]},
+            {
+                "tool_calls": [
+                    {
+                        "name": "delegate_external_agent",
+                        "arguments": {"action": "start", "runner": "asker", "message": "go"},
+                    }
+                ]
+            },
+            {"text": "All done."},
+        )
+        new_chat(page)
+        send(page, "run things")
+        dialog = page.get_by_role("dialog")
+        expect(dialog.locator("#confirm-command .tok-keyword").first).to_have_text("echo")
+        buttons = dialog.locator("#confirm-actions button")
+        expect(buttons).to_have_text(["Later", "Refuse", "Approve"])
+        page.keyboard.press("Escape")  # Esc refuses the shell command
+        expect(dialog).to_contain_text("delegate_external_agent")  # the next question: the tool itself
+        page.keyboard.press("Control+Enter")
+        expect(dialog).to_contain_text("The external agent asks: Run a command")
+        expect(buttons).to_have_text(["Later", "Reject", "Always allow", "Allow once"])
+        expect(dialog.locator("#confirm-actions button.primary")).to_have_text("Allow once")
+        page.keyboard.press("Control+Enter")
+        expect(page.locator("#transcript .markdown").last).to_have_text("All done.", timeout=30_000)
+        expect(page.locator("#transcript details.tool").nth(1)).to_contain_text("selected allow")
+        expect(page.locator("#transcript details.tool.error").first).to_contain_text("Refused by the user")
+    finally:
+        call_api(page, "PUT", "/api/v1/agents/default/tools/delegate_external_agent", {"enabled": False})
+        call_api(page, "DELETE", "/api/v1/agents/default/config/acp/asker")
