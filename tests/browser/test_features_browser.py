@@ -247,6 +247,12 @@ def test_the_phone_layout_keeps_everything_on_screen(
     expect(page.get_by_role("navigation", name="Your chats")).to_be_visible()
     page.get_by_role("button", name="Close the chat list").click()
     page.get_by_role("button", name="Stop").click()
+    expect(page.locator("#paused")).to_be_visible()
+    for name in ("Send now", "Resume", "Remove"):
+        box = page.get_by_role("button", name=name, exact=True).bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], name
+    assert overflow(page) == 0
+    screenshot(page, "chat-paused-phone")
 
     page.goto("/settings/keys")
     page.get_by_label("Name").fill("phone key")

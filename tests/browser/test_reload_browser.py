@@ -10,6 +10,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from tests.acp.support import runner_body
+from tests.browser.conftest import screenshot
 from tests.browser.quality import reload_settled, settled, transcript_shape, watch
 from tests.browser.test_chat_browser import WORDS, new_chat, send, slow
 from tests.browser.test_quality_browser import call_api
@@ -108,6 +109,8 @@ def test_reload_equals_live_after_steer_cancel_approval_tool_error_and_delegatio
         assert "External agent progress" in str(live) or transcript.locator("ol.delegate li").count() > 0
         expect(transcript.locator("ol.delegate")).to_contain_text("mock reply: hello")
         expect(page.get_by_label("Approvals")).to_have_value("full_access")  # remembered by the server
+        page.locator("#transcript details.tool").last.scroll_into_view_if_needed()
+        screenshot(page, "chat-delegation")
     finally:
         call_api(page, "PUT", "/api/v1/agents/default/tools/delegate_external_agent", {"enabled": False})
         call_api(page, "DELETE", "/api/v1/agents/default/config/acp/mock_runner")
