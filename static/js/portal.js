@@ -274,6 +274,9 @@
       badge.querySelector(".n").textContent = text;
     };
     window.setInterval(refresh, 30000);
+    // Back or forward: the page may come from a cache, with the count it had then.
+    const nav = performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+    window.addEventListener("pageshow", (e) => { if (e.persisted || (nav && nav.type === "back_forward")) refresh(); });
     window.agentsiteRefreshInbox = refresh;
   }
 })();

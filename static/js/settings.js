@@ -65,6 +65,7 @@
           cell.replaceChildren(time, " ", badge);
           if (r.data.last_status !== "running") {
             if (out) out.textContent = "Finished: " + r.data.last_status + ".";
+            if (window.agentsiteRefreshInbox) window.agentsiteRefreshInbox(); // its result may be there
             return;
           }
         }
