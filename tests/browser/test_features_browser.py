@@ -176,6 +176,14 @@ def test_the_workspace_panel_uploads_previews_refreshes_live_and_deletes(
     href = panel.get_by_role("link", name="Download script.py").get_attribute("href")
     assert href and page.request.get(href).body() == upload.read_bytes()
 
+    image = tmp_path / "dot.png"
+    image.write_bytes(PNG)
+    panel.locator("#file-upload").set_input_files(str(image))
+    panel.get_by_role("button", name="dot.png", exact=True).click()
+    preview = panel.get_by_role("img", name="Preview of dot.png")
+    expect(preview).to_be_visible()
+    page.wait_for_function("img => img.complete && img.naturalWidth === 1", arg=preview.element_handle())
+
     page.get_by_label("Approvals").select_option("full_access")
     fake_model.script(
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "out/report.md", "content": "# Done"}}]},
@@ -187,6 +195,29 @@ def test_the_workspace_panel_uploads_previews_refreshes_live_and_deletes(
     panel.get_by_role("button", name="Delete script.py").click()
     expect(panel.get_by_role("button", name="script.py", exact=True)).to_have_count(0)
     assert page.quality_problems == []  # type: ignore[attr-defined]
+
+
+# A 1×1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63f8cfc0f01f"
+    "00050001ff89993d1d0000000049454e44ae426082"
+)
+
+
+def test_the_chat_list_folds_away_and_stays_folded(page: Any, fake_model: Any) -> None:
+    fake_model.script({"text": "ok"})
+    new_chat(page)
+    send(page, "hi")
+    sidebar = page.get_by_role("navigation", name="Your chats")
+    toggle = page.get_by_role("button", name="Chats", exact=True)
+    expect(toggle).to_have_attribute("aria-expanded", "true")
+    toggle.click()
+    expect(sidebar).to_be_hidden()
+    page.reload()
+    expect(sidebar).to_be_hidden()  # remembered
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.click()
+    expect(sidebar).to_be_visible()
 
 
 def test_the_theme_is_remembered_and_the_pattern_fields_validate(page: Any) -> None:
