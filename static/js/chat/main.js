@@ -22,12 +22,7 @@
   const transcript = $("transcript");
   const input = $("input");
   const conn = $("conn");
-  const runState = $("run-state");
   const stopButton = $("cancel");
-  const queueBox = $("queue");
-  const pendingList = $("pending");
-  const pausedNote = $("paused");
-  const composerHint = $("composer-hint");
   const announcer = $("announcer");
   const modelSelect = $("model-select");
   const approvalSelect = $("approval-select");
@@ -43,7 +38,6 @@
   const failures = new Map(); // turn id -> the error message its `result` carried (not stored)
   const delegates = new Map(); // call_id -> the `delegate_update` events of that call (not stored)
   const outbox = []; // frames typed while the socket was down
-  let state = { running: false, paused: false, active_message_id: null, pending: [] };
   let ready = false; // the socket is open and `connected` arrived
   let held = null; // events that arrive while a resync redraws from history
   let epoch = 0; // bumped by every event that draws: a settle started before it is dropped
@@ -98,6 +92,14 @@
     announce: announce,
   });
 
+  const queue = A.createQueue({
+    send: (frame) => send(frame),
+    contents: contents,
+    closed: () => closed,
+    pendingFrame: (id) => outbox.some((f) => f.message_id === id),
+  });
+  const running = () => queue.state.running;
+
   const files = A.createFiles({ sessionId: () => sessionId, layout: $("chat-layout"), toggle: $("files-toggle") });
 
   function nearBottom() {
@@ -130,14 +132,14 @@
   }
 
   function settle() {
-    if (state.running || held !== null || !sessionId) return;
+    if (running() || held !== null || !sessionId) return;
     if (transcript.querySelector(".edit-form")) {
       settleTimer = window.setTimeout(settle, 1000); // never under the hands of someone editing
       return;
     }
     const at = epoch;
     loadHistory().then((rows) => {
-      if (at !== epoch || state.running || held !== null) return; // something new arrived: settle later
+      if (at !== epoch || running() || held !== null) return; // something new arrived: settle later
       const wasNear = nearBottom();
       const scroll = transcript.scrollTop;
       const openCalls = new Set(Array.from(transcript.querySelectorAll("details.tool[open]")).map((d) => d.dataset.callId));
@@ -161,7 +163,7 @@
           const li = $("u-" + m.message_id);
           if (li && li.dataset.placeholder) renderer.userBubble(m.message_id, m.content);
         }
-        renderQueue();
+        queue.render();
       });
     }, 150);
   }
@@ -185,95 +187,6 @@
     if (field) field.value = title;
   };
 
-  // ------------------------------------------------------------------ queue and run state
-
-  function renderQueue() {
-    const paused = state.paused && !state.running;
-    pendingList.replaceChildren();
-    state.pending.forEach((item, index) => {
-      const li = A.el("li", "pending-item");
-      li.dataset.messageId = item.message_id;
-      const label = A.el("span", "text", item.content || contents.get(item.message_id) || "(message)");
-      label.id = "pending-text-" + item.message_id;
-      label.title = label.textContent;
-      li.appendChild(label);
-      const actions = A.el("span", "pending-actions");
-      if (item.sending) {
-        actions.appendChild(A.el("span", "muted", "sending…"));
-      } else {
-        if (state.running) {
-          const b = A.button(item.steer_requested ? "Steering…" : "Steer", () => send({ type: "steer", message_id: item.message_id }));
-          b.setAttribute("aria-describedby", label.id);
-          b.title = "Hand this message to the running turn now";
-          b.disabled = !!item.steer_requested;
-          actions.appendChild(b);
-        } else if (paused) {
-          const b = A.button("Send now", () => send({ type: "steer", message_id: item.message_id }), index === 0 ? "primary" : "");
-          b.setAttribute("aria-describedby", label.id);
-          actions.appendChild(b);
-        }
-        const r = A.button("Remove", () => send({ type: "remove", message_id: item.message_id }));
-        r.setAttribute("aria-describedby", label.id);
-        actions.appendChild(r);
-      }
-      li.appendChild(actions);
-      pendingList.appendChild(li);
-    });
-    const waiting = state.pending.length;
-    queueBox.hidden = waiting === 0 && !paused;
-    $("queue-title").hidden = waiting === 0;
-    $("queue-count").textContent = waiting ? "(" + waiting + ")" : "";
-    pausedNote.hidden = !paused;
-    $("resume").hidden = waiting === 0;
-    $("paused-empty").hidden = waiting !== 0;
-    stopButton.disabled = !state.running;
-    transcript.setAttribute("aria-busy", state.running ? "true" : "false");
-    root.classList.toggle("running", state.running);
-    runState.textContent = state.running ? "Agent is working…" : ""; // "paused" is said by the note only
-    if (closed) composerHint.textContent = "This chat is closed.";
-    else if (state.running) composerHint.textContent = "New messages wait in the queue; Steer hands one to the running turn.";
-    else if (paused && waiting) composerHint.textContent = "Paused: new messages join the queue until you resume.";
-    else if (paused) composerHint.textContent = "Paused: your next message starts a new turn.";
-    else composerHint.textContent = "Enter sends, Shift+Enter makes a new line.";
-  }
-
-  function applySnapshot(snapshot) {
-    if (!snapshot) return;
-    const optimistic = state.pending.filter((p) => p.sending && outbox.some((f) => f.message_id === p.message_id));
-    state = {
-      running: !!snapshot.running,
-      paused: !!snapshot.paused,
-      active_message_id: snapshot.active_message_id || null,
-      pending: (snapshot.pending || []).map((p) => Object.assign({}, p)),
-    };
-    for (const p of state.pending) contents.set(p.message_id, p.content);
-    state.pending.push(...optimistic);
-    confirmations.replace(snapshot.confirmations);
-    renderQueue();
-  }
-
-  function dropPending(id) {
-    state.pending = state.pending.filter((p) => p.message_id !== id);
-  }
-
-  function applyStatus(ev) {
-    const id = ev.message_id;
-    if (ev.status === "queued" || ev.status === "restored") {
-      const old = state.pending.find((p) => p.message_id === id);
-      dropPending(id);
-      const at = typeof ev.position === "number" ? Math.min(ev.position, state.pending.length) : state.pending.length;
-      state.pending.splice(at, 0, { message_id: id, content: contents.get(id) || "", position: at, steer_requested: old ? !!old.steer_requested && ev.status === "queued" : false });
-    } else {
-      dropPending(id);
-      if (ev.status === "started") {
-        state.running = true;
-        state.paused = false;
-        state.active_message_id = id;
-      }
-    }
-    renderQueue();
-  }
-
   // ------------------------------------------------------------------ events
 
   function handle(ev) {
@@ -285,11 +198,12 @@
       ready = true;
       liveFrom = ev.last_seq;
       if (lastSeq === null) lastSeq = 0;
-      applySnapshot(ev.snapshot);
+      queue.snapshot(ev.snapshot);
+      confirmations.replace(ev.snapshot ? ev.snapshot.confirmations : []);
       conn.textContent = "connected";
       conn.className = "badge ok";
       flushOutbox();
-      if (lastSeq >= liveFrom && !state.running) markSynced(true);
+      if (lastSeq >= liveFrom && !running()) markSynced(true);
       return;
     }
     if (ev.type === "resync") {
@@ -299,11 +213,14 @@
       held = [];
       loadHistory().then((rows) => {
         drawHistory(rows);
-        if (ev.snapshot) applySnapshot(ev.snapshot);
+        if (ev.snapshot) {
+          queue.snapshot(ev.snapshot);
+          confirmations.replace(ev.snapshot.confirmations);
+        }
         const later = held;
         held = null;
         later.forEach(handle);
-        if (!state.running) markSynced(true);
+        if (!running()) markSynced(true);
       });
       return;
     }
@@ -322,7 +239,7 @@
       if (changed !== "text") renderer.decorate(); // text chunks leave the actions as they are
     }
     if (wasNear) transcript.scrollTop = transcript.scrollHeight;
-    if (typeof ev.seq === "number" && ev.seq === liveFrom && !state.running) markSynced(true); // replay done
+    if (typeof ev.seq === "number" && ev.seq === liveFrom && !running()) markSynced(true); // replay done
   }
 
   function skipTurn(id) {
@@ -333,7 +250,7 @@
   function draw(ev, live) {
     switch (ev.type) {
       case "message_status": {
-        if (live) applyStatus(ev);
+        if (live) queue.status(ev);
         if (ev.status === "started") {
           try { localStorage.setItem(startKey(), String(ev.seq - 1)); } catch (e) { /* storage off */ }
           if (live) fetchTitleSoon();
@@ -389,10 +306,7 @@
         const data = ev.data || {};
         if (data.error && ev.message_id) failures.set(ev.message_id, data.error.message || data.error.code);
         if (live) {
-          state.running = false;
-          state.active_message_id = null;
-          if (data.status !== "completed") state.paused = true;
-          renderQueue();
+          queue.ended(data.status);
           announce(data.status === "completed" ? "The agent finished its answer." : "The turn ended: " + data.status + ". The queue is paused.");
           settleSoon();
         }
@@ -421,10 +335,7 @@
       retry = -1;
       return;
     }
-    if (data.message_id) {
-      const p = state.pending.find((x) => x.message_id === data.message_id && x.sending);
-      if (p) { dropPending(data.message_id); renderQueue(); }
-    }
+    if (data.message_id) queue.refused(data.message_id);
     notice(data.message || data.code || "error");
   }
 
@@ -512,11 +423,9 @@
     contents.set(id, text);
     const frame = choices({ type: "message", content: text, message_id: id });
     // Paused with nothing waiting: a new message is the obvious "go on", so it starts at once.
-    if (state.paused && !state.running && state.pending.length === 0) frame.steer = true;
-    if (state.running || state.pending.length) {
-      state.pending.push({ message_id: id, content: text, sending: true });
-      renderQueue();
-    }
+    const q = queue.state;
+    if (q.paused && !q.running && q.pending.length === 0) frame.steer = true;
+    if (q.running || q.pending.length) queue.sending(id, text);
     if (!(await ensureSession())) return;
     send(frame);
   }
@@ -535,7 +444,8 @@
   });
   stopButton.addEventListener("click", () => send({ type: "cancel" }));
   $("resume").addEventListener("click", () => {
-    if (state.pending.length) send({ type: "steer", message_id: state.pending[0].message_id });
+    const first = queue.state.pending[0];
+    if (first) send({ type: "steer", message_id: first.message_id });
   });
 
   // The model is remembered per chat in this browser; the approval mode on the server (PATCH).
@@ -575,7 +485,7 @@
 
   loadHistory().then((rows) => {
     drawHistory(rows);
-    renderQueue();
+    queue.render();
     transcript.scrollTop = transcript.scrollHeight;
     if (!sessionId) {
       conn.textContent = "new chat";
