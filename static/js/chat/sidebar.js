@@ -58,7 +58,8 @@
 
   function render(sessions, emptyText) {
     const shown = sessions.filter((s) => !doomed.has(s.session_id));
-    shown.sort((a, b) => (b.updated_at || "").localeCompare(a.updated_at || ""));
+    const time = (s) => Date.parse(s.updated_at) || 0;
+    shown.sort((a, b) => time(b) - time(a));
     list.replaceChildren();
     let group = null;
     for (const s of shown) {
