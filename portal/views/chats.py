@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
@@ -57,6 +58,7 @@ def _chat_context(
         "agent_name": agent_name,
         "sessions": _sidebar(request),
         "approval_modes": APPROVAL_MODES,
+        "max_upload": settings.AGENTSITE_MAX_UPLOAD_BYTES,
         "nav": "chats",
         **_models(agent_name),
     }

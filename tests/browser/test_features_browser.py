@@ -176,6 +176,12 @@ def test_the_workspace_panel_uploads_previews_refreshes_live_and_deletes(
     href = panel.get_by_role("link", name="Download script.py").get_attribute("href")
     assert href and page.request.get(href).body() == upload.read_bytes()
 
+    big = tmp_path / "big.bin"
+    with big.open("wb") as handle:
+        handle.truncate(25 * 1024 * 1024 + 1)  # one byte over AGENTSITE_MAX_UPLOAD_BYTES' default
+    panel.locator("#file-upload").set_input_files(str(big))
+    expect(panel.locator("#files-status")).to_contain_text("big.bin is larger than the limit of 25.0 MB")
+    expect(panel.get_by_role("button", name="big.bin", exact=True)).to_have_count(0)
     image = tmp_path / "dot.png"
     image.write_bytes(PNG)
     panel.locator("#file-upload").set_input_files(str(image))

@@ -159,8 +159,13 @@
 
     async function send(files) {
       const folder = selected && selected.includes("/") ? selected.slice(0, selected.lastIndexOf("/")) : "";
+      const limit = Number($("files-drop").dataset.maxUpload) || Infinity;
       for (const file of files) {
         const path = (folder ? folder + "/" : "") + file.name;
+        if (file.size > limit) {
+          status.textContent = file.name + " is larger than the limit of " + sizeText(limit) + "; it was not uploaded.";
+          continue;
+        }
         status.textContent = "Uploading " + path + "…";
         let response;
         try {
