@@ -8,6 +8,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from agentsite.isotime import iso
 from agentsite.secret_fields import EncryptedTextField
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -42,7 +43,7 @@ class Provider(models.Model):
             "api_key_set": bool(self.api_key),
             "models": list(self.model_list),
             "default_model": self.default_model or None,
-            "created_at": self.created_at.isoformat(),
+            "created_at": iso(self.created_at),
         }
 
 

@@ -44,6 +44,11 @@ class StepText:
     def start(self) -> None:
         self.parts, self.reasoning, self.open = [], [], True
         self._written_at = time.monotonic()
+        # The step's row takes its place in the conversation when the step starts, not when it is first
+        # written down: input steered while it streams comes after it, as the model saw it.
+        step_started = getattr(self._recorder, "step_started", None)
+        if step_started is not None:
+            step_started()
 
     @property
     def text(self) -> str:

@@ -32,7 +32,7 @@ from agents.history import repair_history
 from agents.llm import ModelClient, ModelError, ToolCall
 from agents.recording import StepText, TurnRecorder
 from agents.tools import registry as default_registry
-from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry
+from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry, preview_for
 from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
@@ -196,6 +196,7 @@ class AgentTurn:
         kind: Literal["tool", "acp_permission"] = "tool",
         command: str | None = None,
         options: list[dict[str, Any]] | None = None,
+        preview: dict[str, Any] | None = None,
     ) -> ConfirmationOutcome:
         """Ask the user and wait for the answer, the timeout, or the turn's end.
 
@@ -210,6 +211,8 @@ class AgentTurn:
         data.update(arguments=arguments, reason=reason)
         if options is not None:
             data["options"] = options
+        if preview is not None:
+            data["preview"] = preview
         self._emit({"type": "confirmation_request", "data": data})
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout=self.confirmation_timeout)
@@ -374,6 +377,7 @@ class AgentTurn:
                 arguments=_shown_arguments(call),
                 reason=verdict.reason,
                 command=tool.describe(params),
+                preview=await preview_for(tool, params, self._context.workspace),
             )
             if not outcome.approved:
                 return self._refusal_text(outcome), True

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from django.conf import settings
@@ -12,6 +13,9 @@ from django.http import HttpRequest, HttpResponse
 
 from agentsite.errors import json_error
 
+# Uploads into a workspace have their own limit, and their view reads the body as a stream.
+_UPLOAD = re.compile(r"^/api/v1/chat/sessions/[^/]+/files/")
+
 
 class BodySizeLimitMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
@@ -19,19 +23,20 @@ class BodySizeLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         length = request.META.get("CONTENT_LENGTH")
+        upload = request.method == "PUT" and bool(_UPLOAD.match(request.path))
+        limit = settings.AGENTSITE_MAX_UPLOAD_BYTES if upload else settings.AGENTSITE_MAX_BODY_BYTES
         if length:
             try:
-                too_large = int(length) > settings.AGENTSITE_MAX_BODY_BYTES
+                too_large = int(length) > limit
             except ValueError:
                 return json_error(400, "invalid", "Content-Length is not a number.")
             if too_large:
                 return json_error(
                     413,
                     "too_large",
-                    f"The request body ({length} bytes) is larger than the limit of "
-                    f"{settings.AGENTSITE_MAX_BODY_BYTES} bytes.",
+                    f"The request body ({length} bytes) is larger than the limit of {limit} bytes.",
                 )
-        elif request.method in {"POST", "PUT", "PATCH"}:
+        elif request.method in {"POST", "PUT", "PATCH"} and not upload:
             # No Content-Length (chunked): read the body here, where Django enforces the size limit.
             try:
                 too_large = len(request.body) > settings.AGENTSITE_MAX_BODY_BYTES

@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from agentsite.isotime import iso
+
 KEY_PREFIX = "ask_"
 KEY_BODY_LENGTH = 40
 DISPLAY_PREFIX_LENGTH = len(KEY_PREFIX) + 8
@@ -62,7 +64,7 @@ class ApiKey(models.Model):
             "id": str(self.pk),
             "name": self.name,
             "prefix": self.prefix,
-            "created_at": self.created_at.isoformat(),
-            "last_used_at": self.last_used_at.isoformat() if self.last_used_at else None,
+            "created_at": iso(self.created_at),
+            "last_used_at": iso(self.last_used_at),
             "revoked": self.revoked,
         }

@@ -9,6 +9,7 @@ from agents import api as agents_api
 from agentsite import api as site_api
 from agentsite import views as site_views
 from chat import api as chat_api
+from chat import files_api
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
@@ -53,6 +54,8 @@ api_v1 = [
         name="confirmation",
     ),
     path("chat/sessions/<str:session_id>/events", chat_api.EventStreamApi.as_view(), name="events"),
+    path("chat/sessions/<str:session_id>/files", files_api.FileListApi.as_view(), name="files"),
+    path("chat/sessions/<str:session_id>/files/<path:path>", files_api.FileApi.as_view(), name="file"),
     path("", include("cron.urls")),  # cron jobs and inbox (docs/protocol.md §2)
 ]
 

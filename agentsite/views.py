@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.password_validation import validate_password
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -32,9 +32,9 @@ class SetupForm(forms.Form):
 
 @require_http_methods(["GET", "POST"])
 def setup(request: HttpRequest) -> HttpResponse:
-    """Create the first (admin) account. Exists only while there is no account."""
+    """Create the first (admin) account. Once there is an account, the page sends visitors to log in."""
     if not setup_needed():
-        raise Http404("Setup is complete.")
+        return redirect("login")
     form = SetupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -44,7 +44,7 @@ def setup(request: HttpRequest) -> HttpResponse:
                 email=form.cleaned_data["email"],
             )
         except PermissionError:
-            raise Http404("Setup is complete.") from None
+            return redirect("login")
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect("portal:home")
     return render(request, "registration/setup.html", {"form": form})

@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
-from chat.inputs import ConfirmationReplyInput, parse, parse_message
+from chat.inputs import ConfirmationReplyInput, parse, parse_message, query_flag
 from chat.live import UNAVAILABLE, live_sessions
 from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
@@ -30,10 +30,11 @@ from chat.services import (
     message_submit,
     session_close,
     session_create,
+    session_forget,
     session_get_for_user,
     session_get_open_for_user,
-    session_list_for_user,
-    session_rename,
+    session_search_for_user,
+    session_update,
 )
 
 SSE_KEEPALIVE_SECONDS = 15.0
@@ -66,7 +67,10 @@ def _run(session_id: str, command: Command) -> Any:
 class SessionListApi(generics.GenericAPIView):
     @extend_schema(operation_id="chat_sessions_list")
     def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(session_list_for_user(user=request.user))
+        params = request.query_params
+        archived = query_flag(params.get("archived"), "archived")
+        sessions = session_search_for_user(user=request.user, q=params.get("q", ""), archived=archived)
+        page = self.paginate_queryset(sessions)
         return self.get_paginated_response([session.to_dict() for session in page])
 
     def post(self, request: Request) -> Response:
@@ -85,13 +89,16 @@ class SessionDetailApi(APIView):
         session = _session(request, session_id)
         data = SessionUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        return Response(session_rename(session=session, title=data.validated_data["title"]).to_dict())
+        return Response(session_update(session=session, **data.validated_data).to_dict())
 
     def delete(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
+        hide = query_flag(request.query_params.get("hide"), "hide")
         if session.is_open:
             call_from_sync(live_sessions().close, session.id)
             session_close(session=session)
+        if hide:
+            session_forget(session=session)
         return Response({"session_id": session.id, "status": "closed"})
 
 

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from agentsite.isotime import iso
+
 SESSION_ID_PATTERN = r"^[A-Za-z0-9:._-]{1,128}$"
 
 
@@ -35,6 +37,12 @@ class Session(models.Model):
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    # The approval mode a client last chose for this chat (docs/protocol.md extensions "Sessions"): a
+    # remembered preference that the portal sends with each message; a message without one is still `ask`.
+    approval_mode = models.CharField(max_length=16, default="ask")
+    archived_at = models.DateTimeField(null=True, blank=True)  # archived: left out of lists by default
+    # Deleted from the user's lists (closed as well); its history stays readable by id, as a closed one's.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -59,8 +67,10 @@ class Session(models.Model):
             "agent_name": self.agent_name,
             "title": self.title,
             "status": self.status,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
+            "approval_mode": self.approval_mode,
+            "archived_at": iso(self.archived_at),
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
         }
 
 
@@ -113,7 +123,7 @@ class Message(models.Model):
             "role": self.role,
             "content": self.content,
             "status": self.status,
-            "created_at": self.created_at.isoformat(),
+            "created_at": iso(self.created_at),
         }
         if self.tool_calls:
             data["tool_calls"] = self.tool_calls

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 
 from agents.contract import ApprovalMode, ChatRequest
 from agents.models import DEFAULT_AGENT, Agent
@@ -26,7 +27,24 @@ def session_id_is_valid(session_id: str) -> bool:
 
 
 def session_list_for_user(*, user: User) -> QuerySet[Session]:
-    return Session.objects.filter(user=user)
+    """The user's sessions, archived ones included; deleted ones are gone from every list."""
+    return Session.objects.filter(user=user, deleted_at__isnull=True)
+
+
+def session_search_for_user(*, user: User, q: str = "", archived: bool = False) -> QuerySet[Session]:
+    """`GET /chat/sessions?q=&archived=` (docs/protocol.md extensions "Sessions"): archived or not, and
+    with `q`, those whose title or a user or assistant message contains it (case-insensitive)."""
+    sessions = session_list_for_user(user=user).filter(archived_at__isnull=not archived)
+    q = q.strip()
+    if q:
+        said = Message.objects.filter(
+            session=OuterRef("pk"),
+            role__in=(Message.Role.USER, Message.Role.ASSISTANT),
+            entered_at__isnull=False,
+            content__icontains=q,
+        )
+        sessions = sessions.filter(Q(title__icontains=q) | Exists(said))
+    return sessions
 
 
 def session_get_for_user(*, user: User, session_id: str) -> Session:
@@ -62,9 +80,35 @@ def session_create(
         raise SessionExists(f"The session id {session_id} is already in use; choose another.") from None
 
 
-def session_rename(*, session: Session, title: str) -> Session:
-    session.title = title
-    session.save(update_fields=["title", "updated_at"])
+def session_update(
+    *,
+    session: Session,
+    title: str | None = None,
+    approval_mode: ApprovalMode | None = None,
+    archived: bool | None = None,
+) -> Session:
+    """`PATCH /chat/sessions/{id}`: only the given fields change (a closed session may be renamed or
+    archived too: that is bookkeeping, not input)."""
+    fields = ["updated_at"]
+    if title is not None:
+        session.title = title
+        fields.append("title")
+    if approval_mode is not None:
+        session.approval_mode = approval_mode
+        fields.append("approval_mode")
+    if archived is not None and archived != (session.archived_at is not None):
+        session.archived_at = timezone.now() if archived else None
+        fields.append("archived_at")
+    session.save(update_fields=fields)
+    return session
+
+
+def session_forget(*, session: Session) -> Session:
+    """Delete a session from the user's lists (`DELETE …?hide=true`): the caller closes it first; its
+    history stays readable by id, as a closed session's does."""
+    if session.deleted_at is None:
+        session.deleted_at = timezone.now()
+        session.save(update_fields=["deleted_at", "updated_at"])
     return session
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import uuid
 from collections.abc import Callable
@@ -144,10 +145,14 @@ class DjangoQueueStore:
             ).update(status="interrupted")
 
     def _title_from_first_message(self, item: PendingItem) -> None:
-        """An untitled session takes the start of its first message (queue position 0) as its title."""
+        """An untitled session takes the start of its first message (queue position 0) as its title.
+
+        A new message is activity too: the session's `updated_at` moves (lists sort chats by it)."""
+        now = timezone.now()
         title = " ".join(item.request.content.split())[:60] if item.order == 0 else ""
         if title:
-            Session.objects.filter(id=self.session_id, title="").update(title=title)
+            Session.objects.filter(id=self.session_id, title="").update(title=title, updated_at=now)
+        Session.objects.filter(id=self.session_id, updated_at__lt=now).update(updated_at=now)
 
     def _insert(self, item: PendingItem, status: str) -> None:
         request = item.request
@@ -267,6 +272,11 @@ class DjangoTurnRecorder:
         self.reply_to = reply_to
         self.model = model
         self._streaming: str | None = None  # message id of the row of the step that streams now
+        self._step_at: dt.datetime | None = None  # when the step that streams now started
+
+    def step_started(self) -> None:
+        """Its row enters the conversation at this time (`entered_at`: the order the model saw)."""
+        self._step_at = timezone.now()
 
     async def progress(self, content: str, reasoning: str) -> None:
         if self._streaming is None:
@@ -289,10 +299,15 @@ class DjangoTurnRecorder:
 
     async def _end(self, content: str, reasoning: str, status: str, **extra: Any) -> None:
         row, self._streaming = self._streaming, None
-        if row is None:
+        if row is None:  # nothing written while it streamed: its row is new (at the step's start)
             await database_sync_to_async(self._insert)(uuid.uuid4().hex, content, reasoning, status, **extra)
         else:
             await database_sync_to_async(self._update)(row, content, reasoning, status, **extra)
+        await database_sync_to_async(self._touch)()
+
+    def _touch(self) -> None:
+        """An answer is activity: the session's `updated_at` moves (lists sort chats by it)."""
+        Session.objects.filter(id=self.session_id).update(updated_at=timezone.now())
 
     def _insert(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
         insert_row(
@@ -305,7 +320,7 @@ class DjangoTurnRecorder:
             status=status,
             reply_to=self.reply_to,
             model=self.model,
-            entered_at=timezone.now(),
+            entered_at=self._step_at or timezone.now(),
             **extra,
         )
 

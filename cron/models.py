@@ -15,13 +15,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from agentsite.isotime import iso
+
 
 def new_id() -> str:
     return uuid.uuid4().hex
 
 
 def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
+    return iso(value)
 
 
 class CronJob(models.Model):

@@ -7,6 +7,7 @@ from portal.views import chats, configuration, cron
 app_name = "portal"
 urlpatterns = [
     path("", chats.home, name="home"),
+    path("favicon.ico", chats.favicon, name="favicon"),
     path("chat/new", chats.new_chat, name="new-chat"),
     path("chat/<str:session_id>", chats.chat, name="chat"),
     path("settings/keys", configuration.keys, name="keys"),

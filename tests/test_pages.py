@@ -44,18 +44,20 @@ def test_setup_creates_a_superuser_logs_in_and_redirects_home(client: Client, db
     assert home.wsgi_request.user == admin
 
 
-def test_setup_is_gone_once_an_account_exists(client: Client, db: Any) -> None:
+def test_setup_sends_visitors_to_log_in_once_an_account_exists(client: Client, db: Any) -> None:
     client.post("/setup/", SETUP_FORM)
     other = Client()
 
-    assert other.get("/setup/").status_code == 404
+    gone = other.get("/setup/")
+    assert (gone.status_code, gone["Location"]) == (302, "/login/")
     again = other.post("/setup/", {**SETUP_FORM, "username": "intruder"})
-    assert again.status_code == 404
+    assert (again.status_code, again["Location"]) == (302, "/login/")
     assert not get_user_model().objects.filter(username="intruder").exists()
 
 
 def test_setup_is_gone_when_an_account_was_made_otherwise(client: Client, alice: Any) -> None:
-    assert client.get("/setup/").status_code == 404
+    response = client.get("/setup/")
+    assert (response.status_code, response["Location"]) == (302, "/login/")
 
 
 def test_setup_ignores_the_open_mode_local_user(client: Client, db: Any) -> None:
@@ -152,22 +154,41 @@ def test_home_lists_only_own_sessions(client: Client, alice: Any, bob: Any) -> N
     assert 'value="default"' in page  # the agent picker
 
 
-def test_new_chat_creates_a_session_and_opens_it(client: Client, alice: Any) -> None:
+def test_new_chat_is_a_draft_that_stores_nothing_until_the_first_message(client: Client, alice: Any) -> None:
     client.force_login(alice)
 
-    response = client.post("/chat/new", {"agent_name": "default"})
+    response = client.get("/chat/new")
 
-    session = Session.objects.get(user=alice)
-    assert response.status_code == 302
-    assert response["Location"] == f"/chat/{session.id}"
-    assert client.get(response["Location"]).status_code == 200
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert 'data-session-id=""' in page and 'data-agent="default"' in page
+    assert not Session.objects.exists()  # the browser creates it with the first message
 
 
 def test_new_chat_with_unknown_agent_is_not_found(client: Client, alice: Any) -> None:
     client.force_login(alice)
 
-    assert client.post("/chat/new", {"agent_name": "ghost"}).status_code == 404
+    assert client.get("/chat/new?agent=ghost").status_code == 404
     assert not Session.objects.exists()
+
+
+def test_the_sidebar_leaves_out_archived_and_deleted_chats(client: Client, alice: Any) -> None:
+    factories.session(alice, session_id="kept", title="Kept chat")
+    factories.session(alice, session_id="old", title="Archived chat")
+    factories.session(alice, session_id="gone", title="Deleted chat")
+    client.force_login(alice)
+    client.patch("/api/v1/chat/sessions/old", '{"archived": true}', content_type="application/json")
+    client.delete("/api/v1/chat/sessions/gone?hide=true")
+
+    page = client.get("/").content.decode()
+
+    assert "Kept chat" in page and "Archived chat" not in page and "Deleted chat" not in page
+
+
+def test_the_favicon_is_served(client: Client, db: Any) -> None:
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("favicon.svg")
+    assert client.get(response["Location"]).status_code == 200
 
 
 def test_chat_page_shows_own_session(client: Client, alice: Any) -> None:
@@ -180,7 +201,7 @@ def test_chat_page_shows_own_session(client: Client, alice: Any) -> None:
     page = response.content.decode()
     assert 'data-session-id="mine"' in page
     assert "My chat" in page
-    assert "js/chat.js" in page
+    assert "js/chat/main.js" in page
 
 
 def test_chat_page_of_another_users_session_is_not_found(client: Client, alice: Any, bob: Any) -> None:
@@ -204,7 +225,7 @@ def test_chat_page_requires_login(client: Client, alice: Any) -> None:
 # --- static files ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/static/js/chat.js", "/static/css/site.css"])
+@pytest.mark.parametrize("path", ["/static/js/chat/main.js", "/static/css/site.css"])
 def test_static_files_are_served(client: Client, path: str) -> None:
     response = client.get(path)
 
@@ -215,3 +236,17 @@ def test_static_files_are_served(client: Client, path: str) -> None:
 
 def test_unknown_static_file_is_not_found(client: Client, db: Any) -> None:
     assert client.get("/static/js/nope.js").status_code == 404
+
+
+def test_templates_have_no_inline_scripts_event_handlers_or_styles() -> None:
+    """A Content-Security-Policy without 'unsafe-inline' must not break the portal (docs/protocol.md §6.5):
+    scripts only from static files, no on…= handlers, and no style attributes either."""
+    import re
+    from pathlib import Path
+
+    offenders = []
+    for template in (Path(__file__).resolve().parents[1] / "templates").rglob("*.html"):
+        text = template.read_text()
+        for pattern in (r"<script(?![^>]*\bsrc=)[^>]*>", r"\son[a-z]+\s*=", r"\sstyle\s*="):
+            offenders += [f"{template.name}: {m.group(0)}" for m in re.finditer(pattern, text)]
+    assert offenders == []

@@ -101,6 +101,12 @@ class Tool(ABC):
         """A short summary of the call to show in a confirmation request (None: show arguments)."""
         return None
 
+    def preview(self, params: BaseModel, workspace: Path) -> dict[str, Any] | None:
+        """What the call would change, for a user who must approve it (`confirmation_request`'s
+        `data.preview`, docs/protocol.md extensions "Approvals"); None: the arguments say it all.
+        Blocking file I/O is fine here: :func:`preview_for` runs it in a worker thread."""
+        return None
+
     def refusal_reason(self, params: BaseModel) -> str | None:
         """Why this call is refused in every approval mode, or None when it may run."""
         return None
@@ -264,3 +270,12 @@ def _collapse_optional(node: dict[str, Any]) -> dict[str, Any]:
         return node
     collapsed = {key: value for key, value in node.items() if key not in {"anyOf", "default"}}
     return {**non_null[0], **collapsed}
+
+
+async def preview_for(tool: Tool, params: BaseModel, workspace: Path) -> dict[str, Any] | None:
+    """The tool's preview of a call, in a worker thread; a failing preview only costs the preview."""
+    try:
+        return await asyncio.to_thread(tool.preview, params, workspace)
+    except Exception:
+        logger.exception("tool %s: the preview of a call failed", tool.name)
+        return None

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import difflib
 import os
 import stat
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +27,7 @@ from agents.tools.workspace import (
 MAX_LIST_ENTRIES = 500
 MAX_READ_BYTES = 128 * 1024
 MAX_WRITE_BYTES = 5 * 1024 * 1024
+MAX_PREVIEW_CHARS = 20_000  # of the old text, the new text and the diff each, in a confirmation request
 _BINARY_SNIFF_BYTES = 8192
 
 
@@ -143,7 +145,31 @@ class WriteFileTool(Tool):
 
     def describe(self, params: BaseModel) -> str | None:
         assert isinstance(params, WriteFileParams)
-        return f"write {len(params.content)} characters to {params.path}"
+        count = len(params.content)
+        return f"write {count} character{'' if count == 1 else 's'} to {params.path}"
+
+    def preview(self, params: BaseModel, workspace: Path) -> dict[str, Any] | None:
+        """The content, and for an existing text file a unified diff against it (each part bounded)."""
+        assert isinstance(params, WriteFileParams)
+        try:
+            target = resolve_in_workspace(workspace, params.path)
+        except ToolError:
+            return None  # the call fails when it runs; the arguments show what was asked
+        old = _old_text(target)
+        shown: dict[str, Any] = {"kind": "diff", "path": params.path, "exists": target.is_file()}
+        new_lines = params.content.splitlines(keepends=True)
+        old_lines = old.splitlines(keepends=True) if old is not None else []
+        diff = "".join(
+            difflib.unified_diff(old_lines, new_lines, f"a/{params.path}", f"b/{params.path}", n=3)
+        )
+        shown["new"], cut_new = _bounded(params.content)
+        shown["diff"], cut_diff = _bounded(diff)
+        if old is not None:
+            shown["old"], _ = _bounded(old)
+        elif target.is_file():
+            shown["old_binary"] = True
+        shown["truncated"] = cut_new or cut_diff
+        return shown
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, WriteFileParams)
@@ -172,3 +198,19 @@ def _write_bytes(workspace: Path, target: Path, data: bytes, shown: str) -> None
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     give_to_workspace_owner(workspace, target)
+
+
+def _old_text(target: Path) -> str | None:
+    """The file's text as it is now (None: missing, not a file, binary or not UTF-8); read bounded."""
+    if not target.is_file():
+        return None
+    with target.open("rb") as handle:
+        data = handle.read(MAX_READ_BYTES)
+    try:
+        return _decode_text(data, target.name, complete=len(data) < MAX_READ_BYTES)
+    except ToolError:
+        return None
+
+
+def _bounded(text: str) -> tuple[str, bool]:
+    return (text[:MAX_PREVIEW_CHARS], True) if len(text) > MAX_PREVIEW_CHARS else (text, False)

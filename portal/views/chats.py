@@ -1,40 +1,82 @@
-"""Portal chat pages: the session list and the chat view (the socket does the rest, static/js/chat.js).
+"""Portal chat pages: the session list, a new (draft) chat and the chat view (static/js/chat/ does the rest).
 
-Writes (rename, close, messages) go through the REST API and the socket from the browser, so the portal
-has no second code path for them.
+Writes (messages, rename, archive, delete, files) go through the REST API and the socket from the browser,
+so the portal has no second code path for them. "New chat" stores nothing: the draft page creates its
+session with the first message it sends (static/js/chat/main.js), so empty chats never pile up.
 """
 
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from typing import Any
 
-from agents.models import Agent
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
+from django.views.decorators.http import require_GET
+
+from agents.models import Agent, Provider
+from agents.services import model_choice_for
 from chat.exceptions import ChatError
-from chat.services import session_create, session_get_for_user, session_list_for_user
+from chat.models import Session
+from chat.services import session_get_for_user, session_list_for_user
 from portal.access import AuthenticatedHttpRequest
 
 SIDEBAR_SESSIONS = 100
+APPROVAL_MODES = (
+    ("ask", "Ask first"),
+    ("full_access", "Full access"),
+    ("read_only", "Read only"),
+)
+
+
+def _sidebar(request: AuthenticatedHttpRequest) -> QuerySet[Session]:
+    """Recent activity first; archived chats are behind the list's switch (fetched from the API)."""
+    recent = session_list_for_user(user=request.user).filter(archived_at__isnull=True)
+    return recent.order_by("-updated_at", "-id")[:SIDEBAR_SESSIONS]
+
+
+def _models(agent_name: str) -> dict[str, Any]:
+    """The header's model picker: the agent's provider's models (the one it uses by default first)."""
+    choice = model_choice_for(agent=Agent.objects.select_related("provider").filter(name=agent_name).first())
+    models: list[str] = []
+    if choice.provider_id:
+        provider = Provider.objects.filter(id=choice.provider_id).first()
+        models = list(provider.model_list) if provider is not None else []
+    if choice.model and choice.model not in models:
+        models.insert(0, choice.model)
+    return {"models": models, "default_model": choice.model}
+
+
+def _chat_context(
+    request: AuthenticatedHttpRequest, agent_name: str, session: Session | None
+) -> dict[str, Any]:
+    return {
+        "session": session,
+        "agent_name": agent_name,
+        "sessions": _sidebar(request),
+        "approval_modes": APPROVAL_MODES,
+        "max_upload": settings.AGENTSITE_MAX_UPLOAD_BYTES,
+        "nav": "chats",
+        **_models(agent_name),
+    }
 
 
 @login_required
 def home(request: AuthenticatedHttpRequest) -> HttpResponse:
-    sessions = session_list_for_user(user=request.user)[:SIDEBAR_SESSIONS]
-    context = {"sessions": sessions, "agents": Agent.objects.order_by("name"), "nav": "chats"}
+    context = {"sessions": _sidebar(request), "agents": Agent.objects.order_by("name"), "nav": "chats"}
     return render(request, "chat/home.html", context)
 
 
 @login_required
-@require_POST
+@require_GET
 def new_chat(request: AuthenticatedHttpRequest) -> HttpResponse:
-    agent_name = request.POST.get("agent_name") or "default"
-    try:
-        session = session_create(user=request.user, agent_name=agent_name)
-    except ChatError as exc:
-        raise Http404(exc.message) from None
-    return redirect("portal:chat", session_id=session.id)
+    agent_name = request.GET.get("agent") or "default"
+    if agent_name != "default" and not Agent.objects.filter(name=agent_name).exists():
+        raise Http404(f"Agent {agent_name} not found")
+    return render(request, "chat/chat.html", _chat_context(request, agent_name, None))
 
 
 @login_required
@@ -43,5 +85,9 @@ def chat(request: AuthenticatedHttpRequest, session_id: str) -> HttpResponse:
         session = session_get_for_user(user=request.user, session_id=session_id)
     except ChatError:
         raise Http404("Session not found") from None
-    sessions = session_list_for_user(user=request.user)[:SIDEBAR_SESSIONS]
-    return render(request, "chat/chat.html", {"session": session, "sessions": sessions, "nav": "chats"})
+    return render(request, "chat/chat.html", _chat_context(request, session.agent_name, session))
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages without an icon link (the API docs, the admin)."""
+    return redirect(static("favicon.svg"), permanent=True)

@@ -72,7 +72,12 @@ def cron_job(request: AuthenticatedHttpRequest, job_id: str) -> HttpResponse:
     except CronError:
         raise Http404("Job not found") from None
     runs = run_list_for_job(job=job)[:50]
-    return render(request, "portal/cron_job.html", {"job": _job_row(job), "runs": runs, "nav": "cron"})
+    row = _job_row(job)
+    target = (job.dispatch or {}).get("target", {}).get("session_id")
+    session = session_list_for_user(user=request.user).filter(id=target).first() if target else None
+    # The chat by its title, not its id; a job's own chat is made at its first run (docs/protocol.md §2).
+    row["target_title"] = (session.title or "Untitled chat") if session is not None else ""
+    return render(request, "portal/cron_job.html", {"job": row, "runs": runs, "nav": "cron"})
 
 
 @login_required

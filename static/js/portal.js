@@ -207,6 +207,61 @@
     renameForm.addEventListener("keydown", (e) => { if (e.key === "Escape") toggle(false); });
   }
 
+  // The phone menu: the top bar's links fold behind one button below 760 px (static/css/site.css).
+  const navToggle = document.getElementById("nav-toggle");
+  const nav = document.getElementById("main-nav");
+  if (navToggle && nav) {
+    navToggle.addEventListener("click", () => {
+      const open = !nav.classList.contains("open");
+      nav.classList.toggle("open", open);
+      navToggle.setAttribute("aria-expanded", String(open));
+    });
+  }
+
+  // Light or dark, remembered (static/js/theme.js applies it before the page is drawn).
+  const themeToggle = document.getElementById("theme-toggle");
+  if (themeToggle) {
+    const show = () => {
+      const dark = document.documentElement.dataset.theme === "dark";
+      themeToggle.setAttribute("aria-pressed", String(dark));
+      themeToggle.textContent = dark ? "Light" : "Dark";
+      themeToggle.title = dark ? "Use the light theme" : "Use the dark theme";
+    };
+    themeToggle.addEventListener("click", () => {
+      const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
+      document.documentElement.dataset.theme = next;
+      try { localStorage.setItem("agentsite:theme", next); } catch (e) { /* storage off */ }
+      show();
+    });
+    show();
+  }
+
+  // A short note at the bottom of the page, with an optional action (e.g. Undo); one at a time.
+  let toastTimer = null;
+  window.agentsiteToast = function (text, action, seconds) {
+    const old = document.getElementById("toast");
+    if (old) old.remove();
+    window.clearTimeout(toastTimer);
+    const box = document.createElement("div");
+    box.id = "toast";
+    box.className = "toast";
+    box.setAttribute("role", "status");
+    const label = document.createElement("span");
+    label.textContent = text;
+    box.appendChild(label);
+    if (action) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "small";
+      b.textContent = action.label;
+      b.addEventListener("click", () => { box.remove(); action.run(); });
+      box.appendChild(b);
+    }
+    document.body.appendChild(box);
+    toastTimer = window.setTimeout(() => box.remove(), (seconds || 5) * 1000);
+    return box;
+  };
+
   // The unread badge in the top bar follows the inbox while the page is open.
   const badge = document.getElementById("inbox-badge");
   if (badge && badge.dataset.poll) {
@@ -219,6 +274,9 @@
       badge.querySelector(".n").textContent = text;
     };
     window.setInterval(refresh, 30000);
+    // Back or forward: the page may come from a cache, with the count it had then.
+    const nav = performance.getEntriesByType ? performance.getEntriesByType("navigation")[0] : null;
+    window.addEventListener("pageshow", (e) => { if (e.persisted || (nav && nav.type === "back_forward")) refresh(); });
     window.agentsiteRefreshInbox = refresh;
   }
 })();

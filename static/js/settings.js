@@ -45,6 +45,37 @@
     });
   }
 
+  // Jobs: "Run now" follows the run until it ends, in the row (no reload).
+  const showTime = (iso) => new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
+  document.querySelectorAll("button[data-job-run]").forEach((b) => {
+    b.addEventListener("api:done", () => {
+      const row = b.closest("tr");
+      const cell = row && row.querySelector('[data-cell="last-run"]');
+      const out = row && row.querySelector("output.form-status");
+      const started = Date.now();
+      const poll = async () => {
+        const r = await window.agentsiteApi("GET", b.dataset.jobRun);
+        if (r.ok && cell && r.data.last_run_at) {
+          const time = document.createElement("time");
+          time.dateTime = r.data.last_run_at;
+          time.textContent = showTime(r.data.last_run_at);
+          const badge = document.createElement("span");
+          badge.className = "badge status-" + r.data.last_status;
+          badge.textContent = r.data.last_status;
+          cell.replaceChildren(time, " ", badge);
+          if (r.data.last_status !== "running") {
+            if (out) out.textContent = "Finished: " + r.data.last_status + ".";
+            if (window.agentsiteRefreshInbox) window.agentsiteRefreshInbox(); // its result may be there
+            return;
+          }
+        }
+        if (Date.now() - started < 120000) window.setTimeout(poll, 700);
+      };
+      if (out) out.textContent = "Running…";
+      poll();
+    });
+  });
+
   // Providers: "Test connection" shows what the endpoint answered.
   document.querySelectorAll("button.provider-test").forEach((b) => {
     b.addEventListener("api:done", (e) => {

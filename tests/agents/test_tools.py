@@ -358,3 +358,20 @@ def test_params_models_forbid_unknown_fields() -> None:
     for tool in registry.all():
         assert tool.Params.model_config.get("extra") == "forbid", tool.name
         assert issubclass(tool.Params, BaseModel)
+
+
+def test_write_file_preview_is_bounded_and_says_when_the_old_file_is_binary(tmp_path: Path) -> None:
+    from agents.tools.files import MAX_PREVIEW_CHARS, WriteFileParams, WriteFileTool
+
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01binary")
+    tool = WriteFileTool()
+
+    big = tool.preview(WriteFileParams(path="big.txt", content="x" * (MAX_PREVIEW_CHARS + 10)), tmp_path)
+    binary = tool.preview(WriteFileParams(path="blob.bin", content="text"), tmp_path)
+    outside = tool.preview(WriteFileParams(path="../x.txt", content="text"), tmp_path)
+
+    assert big is not None and len(big["new"]) == MAX_PREVIEW_CHARS and big["truncated"] is True
+    assert len(big["diff"]) <= MAX_PREVIEW_CHARS
+    assert binary is not None and binary["old_binary"] is True and "old" not in binary
+    assert outside is None  # the call itself fails with the reason; no preview of a refused path
+    assert tool.describe(WriteFileParams(path="a.txt", content="1")) == "write 1 character to a.txt"

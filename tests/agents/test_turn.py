@@ -526,6 +526,27 @@ async def test_ask_mode_approved_runs_the_tool_and_the_model_sees_its_output(
     assert result.status == "completed"
 
 
+async def test_a_write_file_confirmation_shows_the_content_and_a_diff_against_the_file(
+    fake_llm, make_turn, tmp_path
+) -> None:
+    (tmp_path / "notes.txt").write_text("one\ntwo\nthree\n")
+    fake_llm.script(
+        Reply(tool_calls=[call("write_file", {"path": "notes.txt", "content": "one\n2\nthree\n"}, "w1")]),
+        _write("fresh.txt", "new text\n"),
+    )
+    turn = make_turn()
+
+    events, _ = await run(turn, answer_confirmations(turn, approved=False))
+
+    changed, created = (event["data"]["preview"] for event in of_type(events, "confirmation_request"))
+    assert changed["kind"] == "diff" and changed["path"] == "notes.txt" and changed["exists"] is True
+    assert changed["old"] == "one\ntwo\nthree\n" and changed["new"] == "one\n2\nthree\n"
+    assert "-two\n+2\n" in changed["diff"] and changed["truncated"] is False
+    assert created["exists"] is False and "old" not in created
+    assert "+new text" in created["diff"]
+    assert (tmp_path / "notes.txt").read_text() == "one\ntwo\nthree\n"  # refused: nothing written
+
+
 async def test_ask_mode_refused_tells_the_model_and_the_turn_completes(fake_llm, make_turn, tmp_path) -> None:
     fake_llm.script(_write(), Reply(text="Understood, I did not write it."))
     turn = make_turn()

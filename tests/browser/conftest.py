@@ -97,10 +97,11 @@ def fresh_hub() -> None:
     which Playwright's sync API would refuse)."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser(chromium_path: Path) -> Iterator[Any]:
-    """Module-scoped: Playwright's sync API keeps an event loop on this thread while it is open, which
-    the rest of the suite (Django ORM, pytest-asyncio) must not see."""
+    """One browser for this package, closed when its last test ends: Playwright's sync API keeps an event
+    loop on this thread while it is open, which the rest of the suite (Django ORM, pytest-asyncio) must
+    not see."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -124,9 +125,9 @@ def log_in(page: Any, base_url: str) -> None:
     page.wait_for_url(base_url + "/")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def admin_state(browser: Any, portal_server: RunningServer) -> dict[str, Any]:
-    """Log in once per module (password hashing is slow on purpose); contexts reuse the cookies."""
+    """Log in once (password hashing is slow on purpose); contexts reuse the cookies."""
     ctx = browser.new_context(base_url=portal_server.base_url)
     page = ctx.new_page()
     log_in(page, portal_server.base_url)

@@ -21,15 +21,20 @@ def slow(text: str, delay: float = 0.08) -> dict[str, Any]:
 
 
 def new_chat(page: Any) -> None:
+    """A draft chat: nothing is stored until its first message (which `send` then waits for)."""
     page.goto("/")
-    page.get_by_role("navigation", name="Your chats").get_by_role("button", name="New chat").click()
-    page.wait_for_url(re.compile(r"/chat/[^/]+$"))
-    expect(page.locator("#conn")).to_have_text("connected")
+    page.get_by_role("navigation", name="Your chats").get_by_role("link", name="New chat").click()
+    page.wait_for_url(re.compile(r"/chat/new$"))
+    expect(page.locator("#conn")).to_have_text("new chat")
 
 
 def send(page: Any, text: str) -> None:
+    draft = page.locator("#chat[data-session-id='']").count() > 0
     page.get_by_label("Message to the agent").fill(text)
     page.get_by_label("Message to the agent").press("Enter")
+    if draft:
+        page.wait_for_url(re.compile(r"/chat/(?!new$)[^/]+$"))
+        expect(page.locator("#conn")).to_have_text("connected")
 
 
 def assistant(page: Any) -> Any:
@@ -134,7 +139,7 @@ def test_queue_remove_and_steer_then_cancel_pauses_and_resume_goes_on(page: Any,
     page.get_by_role("button", name="Stop").click()
 
     expect(page.locator("#paused")).to_be_visible()
-    expect(page.locator("#transcript li.assistant").last.locator(".meta")).to_contain_text("cancelled")
+    expect(page.locator("#transcript li.assistant").last.locator(".who")).to_contain_text("cancelled")
     expect(pending.nth(0).get_by_role("button", name="Send now")).to_be_visible()
     screenshot(page, "chat-paused")
     page.get_by_role("button", name="Resume").click()
@@ -214,8 +219,8 @@ def test_reload_mid_turn_shows_the_whole_answer_once(page: Any, fake_model: Any)
 def test_switching_chats_mid_turn_and_back_keeps_the_stream(page: Any, fake_model: Any) -> None:
     fake_model.script(slow(WORDS, 0.1))
     new_chat(page)
-    chat_url = page.url
     send(page, "count again")
+    chat_url = page.url
     expect(page.locator("#transcript .text.streaming")).to_contain_text("w3")
     new_chat(page)  # another chat, then back
     page.goto(chat_url)

@@ -89,3 +89,26 @@ async def test_a_long_answer_is_written_down_while_it_streams_and_ends_interrupt
     (row,) = await assistant_rows(session_id)
     assert row["status"] == "interrupted" and row["content"].startswith("w0 w1")
     await frames_until(ws, is_type("result"))  # the live turn of this test ends normally meanwhile
+
+
+async def test_input_steered_while_a_step_streams_comes_after_that_step_in_the_history(chat: Any) -> None:
+    """The history is the order the model saw: the step that streamed when the steer came, then the steered
+    message, then the step that read it (a step's row enters when the step starts, not when written)."""
+    session_id, ws, llm = chat
+    llm.script(Reply(text="one two three four", chunk_delay=0.15), Reply(text="after the steer"))
+    await send(ws, {"type": "message", "content": "go", "message_id": "m1"})
+    await frames_until(ws, lambda f: f["type"] == "delta")
+    await send(ws, {"type": "message", "content": "also this", "message_id": "m2", "steer": True})
+    await frames_until(ws, is_result("m1", "completed"))
+
+    rows = await sync_to_async(list)(
+        Message.objects.filter(session_id=session_id)
+        .order_by("entered_at", "id")
+        .values_list("role", "content")
+    )
+    assert rows == [
+        ("user", "go"),
+        ("assistant", "one two three four"),
+        ("user", "also this"),
+        ("assistant", "after the steer"),
+    ]

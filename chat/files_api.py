@@ -1,0 +1,313 @@
+"""The files of a session's workspace over REST (docs/protocol.md extensions "Workspace files").
+
+The agent's tools write into the workspace; these endpoints let its owner see, download, upload and
+delete what is there. Every path goes through the same confinement as the file tools
+(agents/tools/workspace.py): no absolute paths, no `..` out, no symlink that leads outside. Another
+user's session answers 404 exactly like a missing one (chat/services.py `session_get_for_user`).
+
+A file is served with its type and `X-Content-Type-Options: nosniff` under a sandboxing
+Content-Security-Policy, and only harmless types (raster images, plain text, JSON) inline: an HTML or
+SVG file an agent wrote must never run as a page of this site.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import mimetypes
+import os
+import posixpath
+import shutil
+import stat
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpResponseBase, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.sandbox.site import workspace_dir
+from agents.tools.base import ToolError
+from agents.tools.workspace import give_to_workspace_owner, make_folders, resolve_in_workspace
+from agentsite.errors import ApiError
+from agentsite.isotime import iso
+from chat.files_preview import preview
+from chat.models import Session
+from chat.services import session_get_for_user, session_get_open_for_user
+
+CHUNK = 64 * 1024
+LIST_LIMIT, LIST_MAX = 200, 1000
+INLINE_TYPES = frozenset(
+    {"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "text/plain", "application/json"}
+)
+FILE_CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'"
+
+
+def _workspace(request: Request, session_id: str, *, write: bool = False) -> tuple[Session, Path]:
+    getter = session_get_open_for_user if write else session_get_for_user
+    session = getter(user=request.user, session_id=session_id)
+    return session, workspace_dir(user_id=session.user_id, session_id=session.id)
+
+
+def _invalid(message: str) -> ApiError:
+    return ApiError(400, "invalid_path", message, fields={"path": [message]})
+
+
+def _not_found(shown: str) -> ApiError:
+    return ApiError(404, "not_found", f"There is no '{shown}' in the workspace.")
+
+
+def _relative(raw: str) -> str:
+    """The path as the client meant it, normalised; "." is the workspace itself."""
+    if "\x00" in raw:
+        raise _invalid("The path contains a NUL character.")
+    if raw.startswith(("/", "~")):
+        raise _invalid(f"The path '{raw}' is outside the workspace: use a path relative to it.")
+    return posixpath.normpath(raw or ".")
+
+
+def _resolve(workspace: Path, raw: str) -> Path:
+    """Follow symlinks, but only to places inside the workspace (400 otherwise)."""
+    try:
+        return resolve_in_workspace(workspace, _relative(raw))
+    except ToolError as exc:
+        raise _invalid(str(exc)) from None
+
+
+def _entry_location(workspace: Path, raw: str) -> Path:
+    """The entry itself (a symlink stays a symlink): its folder resolved inside, its name as given."""
+    relative = _relative(raw)
+    if relative == ".":
+        raise _invalid("The workspace itself cannot be replaced or deleted.")
+    parent, name = posixpath.split(relative)
+    return _resolve(workspace, parent or ".") / name
+
+
+def _describe(workspace: Path, entry: Path, info: os.stat_result) -> dict[str, Any]:
+    kind = "other"
+    if stat.S_ISLNK(info.st_mode):
+        kind = "symlink"
+    elif stat.S_ISDIR(info.st_mode):
+        kind = "directory"
+    elif stat.S_ISREG(info.st_mode):
+        kind = "file"
+    root = Path(os.path.realpath(workspace))
+    return {
+        "name": entry.name,
+        "path": entry.relative_to(root).as_posix(),
+        "type": kind,
+        "size": info.st_size if kind == "file" else None,
+        "modified_at": iso(dt.datetime.fromtimestamp(info.st_mtime, dt.UTC)),
+    }
+
+
+def _listing(workspace: Path, folder: Path) -> list[dict[str, Any]]:
+    entries = []
+    with os.scandir(folder) as found:
+        for item in found:
+            path = Path(item.path)
+            entries.append(_describe(workspace, path, item.stat(follow_symlinks=False)))
+    entries.sort(key=lambda e: (e["type"] != "directory", e["name"].lower(), e["name"]))
+    return entries
+
+
+def _page_params(request: Request) -> tuple[int, int]:
+    try:
+        limit = int(request.query_params.get("limit", LIST_LIMIT))
+        start = int(request.query_params.get("cursor") or 0)
+    except ValueError:
+        raise ApiError(400, "invalid", "limit and cursor must be integers.") from None
+    if not 1 <= limit <= LIST_MAX or start < 0:
+        raise ApiError(400, "invalid", f"limit must be 1-{LIST_MAX}; cursor a `next` you received.")
+    return limit, start
+
+
+PATH_PARAM = OpenApiParameter("path", str, OpenApiParameter.QUERY, description="A folder; default: the root")
+LIMIT_PARAM = OpenApiParameter("limit", int, OpenApiParameter.QUERY, description=f"1-{LIST_MAX}")
+CURSOR_PARAM = OpenApiParameter("cursor", str, OpenApiParameter.QUERY, description="`next` of the last page")
+ENTRY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "path": {"type": "string"},
+        "type": {"type": "string", "enum": ["file", "directory", "symlink", "other"]},
+        "size": {"type": "integer", "nullable": True},
+        "modified_at": {"type": "string", "format": "date-time"},
+    },
+}
+LISTING_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "results": {"type": "array", "items": ENTRY_SCHEMA},
+        "next": {"type": "string", "nullable": True},
+    },
+}
+ERRORS = {
+    400: OpenApiResponse(description="invalid_path: absolute, `..` out of the workspace, or a symlink out"),
+    404: OpenApiResponse(description="not_found: no such session (or another user's), or no such file"),
+}
+
+
+class FileListApi(APIView):
+    """`GET /chat/sessions/{id}/files?path=` → one folder, folders first, paginated."""
+
+    @extend_schema(
+        operation_id="chat_session_files_list",
+        parameters=[PATH_PARAM, LIMIT_PARAM, CURSOR_PARAM],
+        responses={200: LISTING_SCHEMA, **ERRORS},
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        _, workspace = _workspace(request, session_id)
+        raw = request.query_params.get("path", ".")
+        folder = _resolve(workspace, raw)
+        if not folder.exists():
+            raise _not_found(raw)
+        if not folder.is_dir():
+            raise ApiError(400, "not_a_directory", f"'{raw}' is a file, not a folder.")
+        limit, start = _page_params(request)
+        entries = _listing(workspace, folder)
+        page = entries[start : start + limit]
+        more = start + limit < len(entries)
+        shown = folder.relative_to(Path(os.path.realpath(workspace))).as_posix()
+        return Response({"path": shown, "results": page, "next": str(start + limit) if more else None})
+
+
+class FileApi(APIView):
+    """`GET|PUT|DELETE /chat/sessions/{id}/files/{path}`."""
+
+    @extend_schema(
+        operation_id="chat_session_file_get",
+        parameters=[
+            OpenApiParameter("download", bool, OpenApiParameter.QUERY, description="as an attachment"),
+            OpenApiParameter("preview", bool, OpenApiParameter.QUERY, description="a JSON preview instead"),
+        ],
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            (200, "application/json"): OpenApiTypes.OBJECT,  # ?preview=1: {kind, content?, html?, ...}
+            **ERRORS,
+        },
+    )
+    def get(self, request: Request, session_id: str, path: str) -> HttpResponseBase:
+        _, workspace = _workspace(request, session_id)
+        target = _resolve(workspace, path)
+        if not target.exists():
+            raise _not_found(path)
+        if target.is_dir():
+            raise ApiError(400, "not_a_file", f"'{path}' is a folder; list it with GET …/files?path=.")
+        fd = _open_inside(workspace, target, path)
+        if request.query_params.get("preview") in ("1", "true"):
+            with os.fdopen(fd, "rb") as handle:
+                return Response(preview(handle, name=target.name, path=_relative(path)))
+        return _stream(fd, target.name, download=request.query_params.get("download") in ("1", "true"))
+
+    @extend_schema(
+        operation_id="chat_session_file_put",
+        request={"application/octet-stream": OpenApiTypes.BINARY},
+        responses={
+            200: ENTRY_SCHEMA,
+            201: ENTRY_SCHEMA,
+            409: OpenApiResponse(description="session_closed"),
+            413: OpenApiResponse(description="too_large: over AGENTSITE_MAX_UPLOAD_BYTES"),
+            **ERRORS,
+        },
+    )
+    def put(self, request: Request, session_id: str, path: str) -> Response:
+        """The body is the file's bytes, as they are (any Content-Type); missing folders are created."""
+        _, workspace = _workspace(request, session_id, write=True)
+        entry = _entry_location(workspace, path)
+        if entry.is_dir() and not entry.is_symlink():
+            raise ApiError(409, "is_a_directory", f"'{path}' is a folder.")
+        try:
+            make_folders(workspace, entry.parent)
+        except OSError as exc:
+            message = f"Could not create the folders for '{path}': {exc.strerror}."
+            raise ApiError(409, "conflict", message) from None
+        entry = _entry_location(workspace, path)  # the folders may have changed since: check again
+        existed = os.path.lexists(entry)
+        _receive(request, workspace, entry)
+        body = _describe(workspace, entry, entry.lstat())
+        return Response(body, status=200 if existed else 201)
+
+    @extend_schema(
+        operation_id="chat_session_file_delete",
+        responses={200: OpenApiResponse(description="{path, deleted: true}"), **ERRORS},
+    )
+    def delete(self, request: Request, session_id: str, path: str) -> Response:
+        """A file or symlink (never what it points at), or a folder with everything in it."""
+        _, workspace = _workspace(request, session_id, write=True)
+        entry = _entry_location(workspace, path)
+        if not os.path.lexists(entry):
+            raise _not_found(path)
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        return Response({"path": _relative(path), "deleted": True})
+
+
+def _open_inside(workspace: Path, target: Path, shown: str) -> int:
+    """Open without following a symlink swapped in since the check, and check where the file really is."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        raise _not_found(shown) from None
+    real = Path(os.path.realpath(f"/proc/self/fd/{fd}"))
+    root = Path(os.path.realpath(workspace))
+    if not real.is_relative_to(root) or not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _invalid(f"'{shown}' is not a file inside the workspace.")
+    return fd
+
+
+def _stream(fd: int, name: str, *, download: bool) -> StreamingHttpResponse:
+    size = os.fstat(fd).st_size
+    kind, _ = mimetypes.guess_type(name)
+    kind = kind or "application/octet-stream"
+    inline = kind in INLINE_TYPES and not download
+    content_type = f"{kind}; charset=utf-8" if kind.startswith("text/") else kind
+    response = StreamingHttpResponse(_chunks(fd), content_type=content_type)
+    response["Content-Length"] = str(size)
+    quoted = name.replace("\\", "_").replace('"', "_")
+    response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{quoted}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = FILE_CSP
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+async def _chunks(fd: int) -> AsyncIterator[bytes]:
+    """Read in a worker thread, chunk by chunk: a large file never sits in memory whole."""
+    handle = os.fdopen(fd, "rb")
+    try:
+        while chunk := await asyncio.to_thread(handle.read, CHUNK):
+            yield chunk
+    finally:
+        handle.close()
+
+
+def _receive(request: Request, workspace: Path, entry: Path) -> None:
+    """Stream the body into a new file beside the target, then put it in place (a symlink there is
+    replaced, never written through)."""
+    limit = settings.AGENTSITE_MAX_UPLOAD_BYTES
+    temporary = entry.parent / f".upload-{uuid.uuid4().hex}"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    written = 0
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            while chunk := request._request.read(CHUNK):
+                written += len(chunk)
+                if written > limit:
+                    raise ApiError(413, "too_large", f"The file is larger than the limit of {limit} bytes.")
+                handle.write(chunk)
+        give_to_workspace_owner(workspace, temporary)
+        os.replace(temporary, entry)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
