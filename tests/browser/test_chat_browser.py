@@ -228,3 +228,42 @@ def test_switching_chats_mid_turn_and_back_keeps_the_stream(page: Any, fake_mode
     expect(assistant(page).locator(".markdown")).to_have_text(WORDS, timeout=15_000)
     expect(assistant(page)).to_have_count(1)
     assert page.js_errors == []
+
+
+def test_a_message_refused_for_now_goes_again_with_its_id_and_is_answered_once(
+    page: Any, fake_model: Any, portal_server: Any
+) -> None:
+    """The server said `unavailable` (an outage; docs/deployment.md): the portal sends the message again
+    with the same id, and the answer comes once, without an error shown."""
+    import json
+
+    refused: list[str] = []
+    sent: list[str] = []
+
+    def between(ws: Any) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(raw: Any) -> None:
+            frame = json.loads(raw)
+            if frame.get("type") == "message":
+                sent.append(frame["message_id"])
+                if not refused:  # the first one meets an outage
+                    refused.append(frame["message_id"])
+                    error = {"code": "unavailable", "message": "The database does not answer; try again."}
+                    ws.send(
+                        json.dumps({"type": "error", "data": {**error, "message_id": frame["message_id"]}})
+                    )
+                    return
+            server.send(raw)
+
+        ws.on_message(from_page)
+        server.on_message(lambda raw: ws.send(raw))
+
+    page.route_web_socket(re.compile(r"/api/v1/chat/ws/"), between)
+    fake_model.script(slow("Here I am.", 0.02))
+    new_chat(page)
+    send(page, "Are you there?")
+    expect(assistant(page).locator(".text.markdown")).to_have_text("Here I am.")
+    assert sent == [refused[0], refused[0]]  # the same id, twice: once refused, once stored
+    expect(page.locator("#transcript li.user")).to_have_count(1)
+    expect(page.locator("#transcript li.error, #notices [role=alert]")).to_have_count(0)

@@ -38,6 +38,7 @@
   const failures = new Map(); // turn id -> the error message its `result` carried (not stored)
   const delegates = new Map(); // call_id -> the `delegate_update` events of that call (not stored)
   const outbox = []; // frames typed while the socket was down
+  const unacked = new Map(); // message frames sent and not yet acknowledged: re-sent (same id) when refused for now
   let ready = false; // the socket is open and `connected` arrived
   let held = null; // events that arrive while a resync redraws from history
   let epoch = 0; // bumped by every event that draws: a settle started before it is dropped
@@ -202,6 +203,8 @@
       confirmations.replace(ev.snapshot ? ev.snapshot.confirmations : []);
       conn.textContent = "connected";
       conn.className = "badge ok";
+      conn.title = "";
+      resendUnacked(ev.snapshot || {});
       flushOutbox();
       if (lastSeq >= liveFrom && !running()) markSynced(true);
       return;
@@ -250,6 +253,7 @@
   function draw(ev, live) {
     switch (ev.type) {
       case "message_status": {
+        unacked.delete(ev.message_id);
         if (live) queue.status(ev);
         if (ev.status === "started") {
           try { localStorage.setItem(startKey(), String(ev.seq - 1)); } catch (e) { /* storage off */ }
@@ -329,6 +333,20 @@
   }
 
   function handleError(data) {
+    if (data.code === "duplicate_message_id" && unacked.delete(data.message_id)) return; // stored before: fine
+    if (data.code === "unavailable" || data.code === "owner_unavailable") {
+      // For now only (a restart, an outage): a refused message goes again with its id; a socket that
+      // cannot go on is closed next and reconnects.
+      const frame = data.message_id && unacked.get(data.message_id);
+      if (frame) {
+        window.setTimeout(() => send(frame), 2000);
+      } else {
+        conn.textContent = "reconnecting…";
+        conn.className = "badge warn";
+        conn.title = data.message || "";
+      }
+      return;
+    }
     if (["not_found", "closed", "unauthorized"].includes(data.code)) {
       conn.textContent = data.code === "closed" ? "closed" : data.message || data.code;
       conn.className = "badge bad";
@@ -369,8 +387,20 @@
   }
 
   function send(frame) {
+    if (frame.type === "message") unacked.set(frame.message_id, frame);
     if (ready && socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify(frame));
     else outbox.push(frame);
+  }
+
+  // After a reconnect: a message whose acknowledgement never came goes again with its id, unless the
+  // snapshot shows it (a message stored and already answered is refused as a duplicate: handleError).
+  function resendUnacked(snapshot) {
+    const known = new Set((snapshot.pending || []).map((p) => p.message_id));
+    if (snapshot.active_message_id) known.add(snapshot.active_message_id);
+    for (const [id, frame] of unacked) {
+      if (known.has(id)) unacked.delete(id);
+      else if (!outbox.includes(frame)) outbox.push(frame);
+    }
   }
 
   function flushOutbox() {
