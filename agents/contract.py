@@ -47,7 +47,13 @@ class InputError(DomainError):
     a socket with an `error` frame to the sender."""
 
     status = 409
-    statuses = {"not_found": 404, "invalid": 400, "too_long": 400, "owner_unavailable": 503}
+    statuses = {
+        "not_found": 404,
+        "invalid": 400,
+        "too_long": 400,
+        "model_not_allowed": 400,
+        "owner_unavailable": 503,
+    }
 
     def __init__(self, code: str, message: str, *, message_id: str | None = None) -> None:
         super().__init__(message, code=code, message_id=message_id)

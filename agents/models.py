@@ -58,6 +58,12 @@ class Agent(models.Model):
         help_text="Processes this agent's tools start (shell commands, ACP runners) may use the network. "
         "Off: no network at all inside the sandbox. A runner that calls its own model API needs it on.",
     )
+    allowed_models = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Models a message may ask for besides the agent\'s own (a list of names; "*": any). '
+        "The provider's key is the site's: users cannot point it at other models.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -73,6 +73,9 @@ class AgentSerializer(StrictModelSerializer):
         queryset=Provider.objects.all(), required=False, allow_null=True
     )
     sandbox_network = StrictBooleanField(required=False)
+    allowed_models = serializers.ListField(
+        child=StrictCharField(max_length=200), required=False, max_length=200
+    )
 
     class Meta:
         model = Agent
@@ -83,6 +86,7 @@ class AgentSerializer(StrictModelSerializer):
             "provider",
             "model",
             "sandbox_network",
+            "allowed_models",
             "created_at",
             "updated_at",
         ]

@@ -48,6 +48,16 @@ def _choice(provider: Provider, model: str) -> ModelChoice:
     )
 
 
+def models_allowed(*, agent: Agent | None, choice: ModelChoice) -> list[str]:
+    """The models a message to this agent may ask for (docs/protocol.md §6.4), its own first: the agent's
+    `allowed_models` when staff listed any, else its provider's model list ("*": any model)."""
+    listed = list(agent.allowed_models) if agent is not None and agent.allowed_models else []
+    if not listed and choice.provider_id is not None:
+        provider = Provider.objects.filter(id=choice.provider_id).first()
+        listed = list(provider.model_list) if provider is not None else []
+    return [choice.model, *(name for name in listed if name != choice.model)]
+
+
 def model_choice_for(*, agent: Agent | None, override: str | None = None) -> ModelChoice:
     """Resolve the agent's provider/model, else the site default, else the demo model."""
     if agent is not None and agent.provider is not None:

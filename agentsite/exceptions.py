@@ -47,6 +47,21 @@ class DomainError(Exception):
         return data
 
 
+class LimitReached(DomainError):
+    """A per-user limit (docs/protocol.md §6.4: sessions, cron jobs) is reached; the message names it."""
+
+    code = "limit_reached"
+    status = 400
+
+
+def check_limit(count: int, limit: int, *, what: str, setting: str) -> None:
+    """Raise LimitReached when a user who has `count` of `what` may not make one more (`limit` 0: none)."""
+    if limit and count >= limit:
+        raise LimitReached(
+            f"You have {count} {what}: the limit is {limit} ({setting}). Delete some to make new ones."
+        )
+
+
 class ServiceUnavailable(DomainError):
     """A service the server depends on (the database, Redis) does not answer: try again (503; a socket
     gets `error unavailable` and close 1012)."""

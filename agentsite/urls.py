@@ -9,7 +9,7 @@ from agents import api as agents_api
 from agentsite import api as site_api
 from agentsite import views as site_views
 from chat import api as chat_api
-from chat import files_api
+from chat import files_api, usage_api
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
@@ -56,6 +56,7 @@ api_v1 = [
     path("chat/sessions/<str:session_id>/events", chat_api.EventStreamApi.as_view(), name="events"),
     path("chat/sessions/<str:session_id>/files", files_api.FileListApi.as_view(), name="files"),
     path("chat/sessions/<str:session_id>/files/<path:path>", files_api.FileApi.as_view(), name="file"),
+    path("usage", usage_api.UsageApi.as_view(), name="usage"),
     path("", include("cron.urls")),  # cron jobs and inbox (docs/protocol.md §2)
 ]
 

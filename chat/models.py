@@ -140,3 +140,23 @@ class Message(models.Model):
 
             data["html"] = render_markdown(self.content)
         return data
+
+
+class Usage(models.Model):
+    """A user's model tokens per UTC day and model (docs/protocol.md §6.4): added to as each model step of a
+    turn ends (chat/usage.py), read for `GET /api/v1/usage`, the portal's chart and the daily budget."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="usage")
+    day = models.DateField()
+    model = models.CharField(max_length=200)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    total_tokens = models.BigIntegerField(default=0)
+    requests = models.PositiveIntegerField(default=0)  # model calls (steps)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "day", "model"], name="chat_usage_unique_day")]
+        ordering = ["-day", "model"]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {self.day} {self.model}: {self.total_tokens}"

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,17 +18,18 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from agents.contract import ChatRequest
+from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
 from agents.demo import DemoModelClient
 from agents.llm import OpenAIModelClient
 from agents.models import ToolSetting
 from agents.sandbox.site import get_sandbox, workspace_dir
-from agents.services import ModelChoice, agent_get, model_choice_for
+from agents.services import ModelChoice, agent_get, model_choice_for, models_allowed
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
 from agentsite.db import database_call, database_sync_to_async
 from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model
+from chat.usage import budget_refusal
 
 PREPARED_KEPT = 1000  # prepared setups of turns that never started, kept at most (then dropped)
 
@@ -55,6 +57,7 @@ class TurnSetup:
     agent_name: str
     sandbox_network: bool
     may_run_unsandboxed: bool
+    refusal: dict[str, str] | None = None  # the turn does not start: its `result` error (model, budget)
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,7 @@ class AgentConfig:
     tools: list[Tool]
     specs: list[dict[str, Any]]  # the tools' OpenAI specs, built once per configuration
     sandbox_network: bool
+    models: frozenset[str]  # the models a message may ask for ("*": any)
 
 
 # Site configuration is read for every turn but changes rarely: keep it for a short while. A change made
@@ -129,24 +133,44 @@ def agent_config(agent_name: str) -> AgentConfig:
 def _read_agent_config(agent_name: str) -> AgentConfig:
     agent = agent_get(name=agent_name)
     tools = enabled_tools(agent_name) if agent else []
+    choice = model_choice_for(agent=agent)
     config = AgentConfig(
         found=agent is not None,
         system_prompt=agent.system_prompt if agent else "",
-        choice=model_choice_for(agent=agent),
+        choice=choice,
         tools=tools,
         specs=[tool.openai_spec() for tool in tools],
         sandbox_network=bool(agent and agent.sandbox_network),
+        models=frozenset(models_allowed(agent=agent, choice=choice)),
     )
     return config
+
+
+def model_refusal(session_id: str, model: str | None) -> dict[str, str] | None:
+    """The `model_not_allowed` error when the session's agent may not use `model` (staff list the models
+    an agent may use besides its own: Agent.allowed_models), else None."""
+    if not model:
+        return None
+    agent_name, _ = setup_cache.owner(session_id)
+    allowed = setup_cache.agent(agent_name).models
+    if model in allowed or "*" in allowed:
+        return None
+    names = ", ".join(sorted(name for name in allowed if name)) or "its default model"
+    return {
+        "code": "model_not_allowed",
+        "message": f"The agent '{agent_name}' may not use the model '{model}'; it may use: {names}.",
+    }
 
 
 def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
     agent_name, user_id = setup_cache.owner(session_id)
     config = setup_cache.agent(agent_name)
     choice = config.choice
-    if request.model:
+    refusal = model_refusal(session_id, request.model) or budget_refusal(user_id)
+    if request.model and refusal is None:
         choice = dataclasses.replace(choice, model=request.model)
     return TurnSetup(
+        refusal=refusal,
         choice=choice,
         system_prompt=config.system_prompt,
         history=history_for_model(session_id, before_message_id=request.message_id),
@@ -197,12 +221,14 @@ class DjangoRuntime:
         for client in clients:
             await client.aclose()
 
-    async def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn:
+    async def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn | RefusedTurn:
         prepared = self._prepared.pop((session_id, request.message_id), None)
         if prepared is not None:
             setup = await prepared
         else:
             setup = await database_sync_to_async(turn_setup)(session_id, request)
+        if setup.refusal is not None:
+            return RefusedTurn(setup.refusal)
         return AgentTurn(
             client=self._client(setup.choice),
             model=setup.choice.model,
@@ -228,5 +254,37 @@ class DjangoRuntime:
                 if request.confirmation_timeout is not None
                 else settings.AGENTSITE_CONFIRMATION_TIMEOUT
             ),
-            recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model),
+            recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model, setup.user_id),
         )
+
+
+class RefusedTurn:
+    """A turn that does not start (TurnStream): no event, no model call, and its `result` is the error."""
+
+    def __init__(self, error: dict[str, str]) -> None:
+        self.error = error
+
+    def steer(self, text: str) -> None:
+        raise StreamClosed("the turn did not start")
+
+    def consume_inputs(self) -> list[str]:
+        return []
+
+    def take_pending(self) -> list[str]:
+        return []
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._nothing()
+
+    async def _nothing(self) -> AsyncIterator[dict[str, Any]]:
+        return
+        yield
+
+    async def result(self) -> TurnResult:
+        return TurnResult(status="error", stop_reason="error", error=dict(self.error))
+
+    async def aclose(self) -> None:
+        return None
+
+    def resolve_confirmation(self, confirmation_id: str, approved: bool, option_id: str | None) -> None:
+        raise InputError("not_found", f"Confirmation {confirmation_id} not found.")

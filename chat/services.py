@@ -6,18 +6,22 @@ import re
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from agents.contract import ApprovalMode, ChatRequest
+from agents.contract import ApprovalMode, ChatRequest, InputError
 from agents.models import DEFAULT_AGENT, Agent
 from agents.services import default_agent_ensure
+from agentsite.db import database_call
+from agentsite.exceptions import check_limit
 from chat.exceptions import AgentNotFound, SessionClosed, SessionExists, SessionNotFound
 from chat.live import live_sessions
 from chat.live.commands import Submit
 from chat.models import SESSION_ID_PATTERN, Message, Session
+from chat.runtime import model_refusal
 
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
@@ -71,6 +75,9 @@ def session_create(
         default_agent_ensure()  # "an agent named default always exists", even after a table flush
     elif not Agent.objects.filter(name=agent_name).exists():
         raise AgentNotFound(f"Agent {agent_name} not found")
+    open_sessions = Session.objects.filter(user=user, status=Session.Status.OPEN).count()
+    limit = settings.AGENTSITE_USER_MAX_SESSIONS
+    check_limit(open_sessions, limit, what="open chats", setting="AGENTSITE_USER_MAX_SESSIONS")
     session_id = session_id or str(uuid.uuid4())
     try:
         with transaction.atomic():
@@ -138,6 +145,10 @@ async def message_submit(
     write claims it, chat/store.py); the server assigns one otherwise. `stream_events` and
     `confirmation_timeout` are internal (cron runs, see ChatRequest); the edges never pass them.
     """
+    if model:  # refused at once when the agent may not use it (the turn would end with the same error)
+        refusal = await database_call(model_refusal, session_id, model)
+        if refusal is not None:
+            raise InputError(refusal["code"], refusal["message"], message_id=message_id)
     request = ChatRequest(
         message_id=message_id or uuid.uuid4().hex,
         content=content,

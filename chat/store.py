@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents.contract import InputError
 from agentsite.db import database_sync_to_async, insert_row, table
 from chat.models import Message, Session
+from chat.usage import usage_add
 
 ENTERS_HISTORY = frozenset({"running", "steered"})
 _ENTERED_AT = Message._meta.get_field("entered_at")
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class StoredState:
+    user_id: int | None
     pending: list[PendingItem]
     paused: bool
     next_order: int
@@ -255,6 +257,7 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
     seq_reserved = session.seq_reserved
     Session.objects.filter(id=session_id).update(seq_reserved=seq_reserved + seq_block)
     return StoredState(
+        user_id=session.user_id,
         pending=pending,
         paused=session.paused,
         next_order=next_order,
@@ -267,10 +270,11 @@ class DjangoTurnRecorder:
     """Stores what a turn produced (agents/recording.py) as Message rows: per model step one assistant row,
     written while it streams (status `streaming`), then `completed`, `cancelled` or `error`; tool results."""
 
-    def __init__(self, session_id: str, reply_to: str, model: str = ""):
+    def __init__(self, session_id: str, reply_to: str, model: str = "", user_id: int | None = None):
         self.session_id = session_id
         self.reply_to = reply_to
         self.model = model
+        self.user_id = user_id  # whose usage a completed step adds to (chat/usage.py)
         self._streaming: str | None = None  # message id of the row of the step that streams now
         self._step_at: dt.datetime | None = None  # when the step that streams now started
 
@@ -299,15 +303,19 @@ class DjangoTurnRecorder:
 
     async def _end(self, content: str, reasoning: str, status: str, **extra: Any) -> None:
         row, self._streaming = self._streaming, None
-        if row is None:  # nothing written while it streamed: its row is new (at the step's start)
-            await database_sync_to_async(self._insert)(uuid.uuid4().hex, content, reasoning, status, **extra)
-        else:
-            await database_sync_to_async(self._update)(row, content, reasoning, status, **extra)
-        await database_sync_to_async(self._touch)()
+        await database_sync_to_async(self._write_end)(row, content, reasoning, status, **extra)
 
-    def _touch(self) -> None:
-        """An answer is activity: the session's `updated_at` moves (lists sort chats by it)."""
+    def _write_end(self, row: str | None, content: str, reasoning: str, status: str, **extra: Any) -> None:
+        """The step's row (new when nothing was written while it streamed: entered at the step's start),
+        the session's `updated_at` (an answer is activity: lists sort chats by it), and, for a completed
+        model call, the user's usage: one hand-over to the database thread."""
+        if row is None:
+            self._insert(uuid.uuid4().hex, content, reasoning, status, **extra)
+        else:
+            self._update(row, content, reasoning, status, **extra)
         Session.objects.filter(id=self.session_id).update(updated_at=timezone.now())
+        if status == "completed" and self.user_id is not None:
+            usage_add(user_id=self.user_id, model=self.model, usage=extra.get("usage"))
 
     def _insert(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
         insert_row(

@@ -13,6 +13,7 @@ import logging
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -20,6 +21,7 @@ from django.utils import timezone
 
 from agents.models import DEFAULT_AGENT, Agent
 from agents.services import default_agent_ensure
+from agentsite.exceptions import check_limit
 from chat.models import Message, Session
 from chat.services import session_create
 from cron.exceptions import DeliveryError, JobNotFound
@@ -66,6 +68,9 @@ def job_get_for_user(*, user: User, job_id: str) -> CronJob:
 def job_create(*, owner: User, data: Any, now: dt.datetime | None = None) -> CronJob:
     """Validate a JOB body for `owner` and store it; raises SpecError (→ 400 with `fields`)."""
     now = _now(now)
+    limit = settings.AGENTSITE_USER_MAX_CRON_JOBS
+    jobs = CronJob.objects.filter(owner=owner).count()
+    check_limit(jobs, limit, what="cron jobs", setting="AGENTSITE_USER_MAX_CRON_JOBS")
     spec = parse_job(data)
     _check_for_owner(owner=owner, spec=spec, now=now, check_past=True)
     job = CronJob(owner=owner, created_at=now)

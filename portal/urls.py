@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from portal.views import chats, configuration, cron
+from portal.views import chats, configuration, cron, usage
 
 app_name = "portal"
 urlpatterns = [
@@ -18,4 +18,5 @@ urlpatterns = [
     path("jobs/preview", cron.cron_preview, name="cron-preview"),
     path("jobs/<str:job_id>", cron.cron_job, name="cron-job"),
     path("inbox", cron.inbox, name="inbox"),
+    path("usage", usage.usage, name="usage"),
 ]

@@ -5,10 +5,14 @@ controller (chat/live/controller.py) makes it, drives it and forgets it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 
 from agents.contract import TurnStream
 from chat.live.queue import PendingItem, order_key
+from chat.live.slots import FREE, Slot
+
+logger = logging.getLogger("chat.live.controller")
 
 
 @dataclass(eq=False)
@@ -20,6 +24,7 @@ class ActiveTurn:
     unconsumed: int = 0  # how many of them the turn had not consumed when it ended
     cancellable: bool = True  # the task may be cancelled (it has not begun to close)
     cancel_requested: bool = False
+    slot: Slot = FREE  # the user's turn slot it holds (chat/live/slots.py), given back when it ends
 
     def cancel(self) -> bool:
         """Cancel the task if it still may be; True when it was."""
@@ -35,3 +40,15 @@ class ActiveTurn:
         saw, in queue order: they go back to the queue."""
         cut = max(0, len(self.steered) - self.unconsumed)
         return self.steered[:cut], sorted(self.steered[cut:], key=order_key)
+
+
+async def close_stream(turn: ActiveTurn, stream: TurnStream, session_id: str) -> None:
+    """Note what the turn never consumed (this closes its input), then always await aclose()."""
+    try:
+        turn.unconsumed = len(stream.take_pending())
+    except Exception:
+        logger.exception("take_pending failed in session %s", session_id)
+    try:
+        await stream.aclose()
+    except Exception:
+        logger.exception("Closing the turn stream failed in session %s", session_id)

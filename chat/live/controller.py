@@ -9,22 +9,23 @@ Concurrency model: one `asyncio.Lock` serialises every state change that awaits 
 and the start/end of a turn). A turn runs in its own task; only that task moves the session from
 "turn running" to "idle" or "next turn started", so each `result` is published before the next
 `started`. `cancel()`/`close()` never await the task while holding the lock.
+
+Here: the commands and what subscribers see. How turns run (a slot of the session's user first, then the
+lease, the stream, the outcome): chat/live/turns.py, which this class inherits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import inspect
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agents.contract import ChatRequest, InputError, Runtime, StreamClosed, TurnResult, TurnStream
+from agents.contract import ChatRequest, InputError, Runtime, StreamClosed
 from agentsite.eventqueue import EventQueue
 from chat.live.active import ActiveTurn
 from chat.live.confirmations import Confirmations
-from chat.live.outcomes import TurnOutcome, failed_outcome, result_events
 from chat.live.queue import (
     Audience,
     Lease,
@@ -35,14 +36,13 @@ from chat.live.queue import (
     order_key,
     pending_snapshot,
 )
+from chat.live.slots import UserGate
+from chat.live.turns import Turns
 
 logger = logging.getLogger(__name__)
 
-# Not published for a message with ChatRequest.stream_events=False (cron dispatch mode "final").
-_STREAM_ONLY_EVENTS = frozenset({"delta", "thinking", "tool_call", "tool_result", "delegate_update"})
 
-
-class SessionController:
+class SessionController(Turns):
     """The pending queue, active turn and subscribers of one live session (docs/protocol.md §3.4)."""
 
     def __init__(
@@ -57,6 +57,7 @@ class SessionController:
         paused: bool = False,
         next_order: int = 0,
         on_turn_change: Callable[[int], None] | None = None,
+        gate: UserGate | None = None,
     ) -> None:
         self.session_id = session_id
         self._runtime = runtime
@@ -74,18 +75,8 @@ class SessionController:
         self._confirmations = Confirmations()
         self._lock = asyncio.Lock()
         self._close_done: asyncio.Event | None = None
-
-    @property
-    def active_request(self) -> ChatRequest | None:
-        return self._turn.item.request if self._turn is not None else None
-
-    @property
-    def active_stream(self) -> TurnStream | None:
-        return self._turn.stream if self._turn is not None else None
-
-    @property
-    def active_task(self) -> asyncio.Task[None] | None:
-        return self._turn.task if self._turn is not None else None
+        self._gate = gate  # the user's turn slots (chat/live/slots.py); None: no per-user limit
+        self._send_now: str | None = None  # "send now" of a message that waits for a slot: it goes first
 
     # ------------------------------------------------------------------ commands
 
@@ -100,12 +91,17 @@ class SessionController:
             self._check_open(request.message_id)
             item = PendingItem(request=request, order=self._next_order)
             if self.active_task is None and (steer or (not self.paused and not self.pending)):
-                await self._start(item, unpause=steer, new=not stored)
-                self._next_order += 1
-                return self._ack(item, "started")
+                slot = await self._slot()
+                if slot is not None:
+                    await self._start(item, slot, unpause=steer, new=not stored)
+                    self._next_order += 1
+                    return self._ack(item, "started")
             await self._save(item, "pending", new=not stored)
             self._next_order += 1
             bisect.insort(self.pending, item, key=order_key)
+            if steer and self.active_task is None:  # its user's turn slots are all taken: first in line
+                await self._first_in_line(item)
+                return self._announce(item, "queued")
             if steer:
                 return await self._steer_into_turn(item, fresh=True)
             ack = self._announce(item, "queued")
@@ -118,8 +114,12 @@ class SessionController:
             self._check_open(message_id)
             item = find_pending(self.pending, message_id)
             if self.active_task is None:
+                slot = await self._slot()
+                if slot is None:
+                    await self._first_in_line(item)
+                    return self._ack(item, "queued")
                 self.pending.remove(item)
-                await self._start(item, unpause=True)
+                await self._start(item, slot, unpause=True)
                 return self._ack(item, "started")
             return await self._steer_into_turn(item, fresh=False)
 
@@ -244,18 +244,6 @@ class SessionController:
         if self.closed:
             raise InputError("session_closed", f"Session {self.session_id} is closed.", message_id=message_id)
 
-    def _ack(self, item: PendingItem, status: str) -> dict[str, Any]:
-        ack: dict[str, Any] = {"message_id": item.request.message_id, "status": status}
-        if status in {"queued", "restored"}:
-            ack["position"] = self.pending.index(item)
-        return ack
-
-    def _announce(self, item: PendingItem, status: str) -> dict[str, Any]:
-        """Publish a message_status event for `item` and return the matching ack."""
-        ack = self._ack(item, status)
-        self._emit({"type": "message_status", **ack})
-        return ack
-
     async def _steer_into_turn(self, item: PendingItem, *, fresh: bool) -> dict[str, Any]:
         """Steer a pending item into the active turn; defer it while the turn has no stream yet.
 
@@ -279,170 +267,3 @@ class SessionController:
         self._turn.steered.append(item)  # before any await: the turn may end and count it
         await self._save(item, "steered")
         return self._announce(item, "steered")
-
-    async def _settle(self, task: asyncio.Task[None]) -> None:
-        """Wait for a cancelled turn task to end (without cancelling it again) and make sure it finished.
-
-        A task cancelled before its first step never runs its body, so its finish is done here.
-        """
-        await asyncio.wait([task])
-        if self.active_task is task:
-            async with self._lock:
-                turn = self._turn
-                if turn is not None and turn.task is task:
-                    await self._finish(turn, "cancelled", None)
-
-    # ------------------------------------------------------------------ turn lifecycle
-
-    async def _start(self, item: PendingItem, *, unpause: bool, new: bool = False) -> None:
-        """Make `item` the active turn (lock held); its task starts streaming once it gets a lease."""
-        prepare = getattr(self._runtime, "prepare", None)
-        if prepare is not None:
-            prepare(item.request, session_id=self.session_id)
-        await self._save(item, "running", new=new)
-        if unpause and self.paused:
-            await self._set_paused(False)
-        turn = self._turn = ActiveTurn(item)
-        turn.task = asyncio.create_task(
-            self._run_turn(turn), name=f"turn:{self.session_id}:{item.request.message_id}"
-        )
-        if self.on_turn_change is not None:
-            self.on_turn_change(1)
-        self._emit({"type": "message_status", "message_id": item.request.message_id, "status": "started"})
-
-    async def _start_head_if_idle(self) -> None:
-        if self.active_task is None and self.pending and not self.paused and not self.closed:
-            await self._start(self.pending.pop(0), unpause=False)
-
-    async def _run_turn(self, turn: ActiveTurn) -> None:
-        ended = await self._outcome_of(turn)
-        if ended is None:  # the storage failed: the session's live state is being dropped, nothing is written
-            self._abandon_turn()
-            return
-        outcome, result = ended
-        try:
-            async with self._lock:
-                await self._finish(turn, outcome, result)
-        except Exception:
-            logger.exception("Finishing the turn of message %s failed", turn.item.request.message_id)
-            self._abandon_turn()
-
-    async def _outcome_of(self, turn: ActiveTurn) -> tuple[TurnOutcome, TurnResult | None] | None:
-        """Run the turn; a requested cancel and any exception become an outcome, never a crash. None when
-        the store's storage failed (the store has the session's live state dropped)."""
-        item = turn.item
-        try:
-            result = await self._drive(turn)
-        except asyncio.CancelledError:
-            if not turn.cancel_requested:
-                self._abandon_turn()
-                raise
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            return "cancelled", None
-        except Exception as exc:
-            return failed_outcome(exc, self._store, item.request.message_id, self.session_id)
-        return ("completed" if result.status == "completed" else "error"), result
-
-    async def _drive(self, turn: ActiveTurn) -> TurnResult:
-        """Inside a lease: open the stream, apply deferred steers, forward its events, get its result."""
-        item = turn.item
-        async with self._lease():
-            opened = self._runtime.stream(item.request, session_id=self.session_id)
-            # A runtime may need I/O (history, settings) before the turn exists: it can return an awaitable.
-            stream = await opened if inspect.isawaitable(opened) else opened
-            try:
-                async with self._lock:
-                    turn.stream = stream
-                    await self._apply_deferred_steers(turn)
-                async for event in stream:
-                    self._forward(item, event)
-                return await stream.result()
-            finally:
-                turn.cancellable = False
-                await self._close_stream(turn, stream)
-
-    async def _close_stream(self, turn: ActiveTurn, stream: TurnStream) -> None:
-        """Note what the turn never consumed (this closes its input), then always await aclose()."""
-        try:
-            turn.unconsumed = len(stream.take_pending())
-        except Exception:
-            logger.exception("take_pending failed in session %s", self.session_id)
-        try:
-            await stream.aclose()
-        except Exception:
-            logger.exception("Closing the turn stream failed in session %s", self.session_id)
-
-    async def _apply_deferred_steers(self, turn: ActiveTurn) -> None:
-        assert turn.stream is not None
-        for item in [item for item in self.pending if item.steer_requested]:
-            item.steer_requested = False
-            try:
-                turn.stream.steer(item.request.content)
-            except StreamClosed:
-                await self._save(item, "pending")
-                continue
-            self.pending.remove(item)
-            turn.steered.append(item)
-            await self._save(item, "steered")
-            self._announce(item, "steered")
-
-    def _forward(self, item: PendingItem, event: dict[str, Any]) -> None:
-        """Publish a stream event: turn events get the user message id; confirmations are tracked."""
-        kind = event.get("type")
-        if kind in ("confirmation_request", "confirmation_resolved"):
-            self._confirmations.track(event)
-            self._emit(dict(event))
-        elif item.request.stream_events or kind not in _STREAM_ONLY_EVENTS:
-            self._emit({**event, "message_id": item.request.message_id})
-
-    async def _finish(self, turn: ActiveTurn, outcome: TurnOutcome, result: TurnResult | None) -> None:
-        """Store and publish how the turn ended, restore unconsumed steers, then start the next one."""
-        item = turn.item
-        consumed, restored = turn.consumed_and_restored()
-        turn.steered = []
-        await self._save(item, outcome)
-        for done in consumed:
-            await self._save(done, outcome)
-        for back in restored:
-            bisect.insort(self.pending, back, key=order_key)
-            await self._save(back, "pending")
-        if outcome != "completed":  # the queue pauses; deferred steers are forgotten
-            for pending in [pending for pending in self.pending if pending.steer_requested]:
-                pending.steer_requested = False
-                await self._save(pending, "pending")
-            if not self.paused:
-                await self._set_paused(True)
-        self._clear_active()
-        for back in restored:
-            self._announce(back, "restored")
-        for event in result_events(item.request.message_id, outcome, result):
-            self._emit(event)
-        await self._start_head_if_idle()
-
-    def _clear_active(self) -> None:
-        for event in self._confirmations.end_all():
-            self._emit(event)
-        had_turn, self._turn = self._turn is not None, None
-        if had_turn and self.on_turn_change is not None:
-            self.on_turn_change(-1)
-
-    def _abandon_turn(self) -> None:
-        """Last resort when a turn cannot finish normally: forget it so the session is not stuck."""
-        if self.active_task is asyncio.current_task():
-            self._clear_active()
-
-    # ------------------------------------------------------------------ persistence and publishing
-
-    async def _save(self, item: PendingItem, status: str, *, new: bool = False) -> None:
-        if self._store is not None:
-            await self._store.save_message(item, status=status, new=new)
-
-    async def _set_paused(self, paused: bool) -> None:
-        if self._store is not None:
-            await self._store.save_paused(paused)
-        self.paused = paused
-
-    def _emit(self, event: dict[str, Any]) -> None:
-        self._audience.emit(event)

@@ -31,6 +31,7 @@ from chat.live.commands import Command
 from chat.live.controller import SessionController
 from chat.live.events import SEQ_BLOCK, EventLog
 from chat.live.registry import LiveRegistry
+from chat.live.slots import TurnSlots
 from chat.live.sockets import Sockets
 from chat.markdown import render_markdown
 from chat.models import Message, Session
@@ -109,6 +110,8 @@ class LiveSessions(ABC):
             max_concurrent_turns=max_concurrent_turns or settings.AGENTSITE_MAX_CONCURRENT_TURNS,
         )
         self.sockets = Sockets()
+        # A user's turns at once, across the deployment (the cluster counts them in Redis).
+        self.slots = TurnSlots(settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._janitor: asyncio.Task[None] | None = None
@@ -282,6 +285,7 @@ class LiveSessions(ABC):
             pending=state.pending,
             paused=state.paused,
             next_order=state.next_order,
+            gate=self.slots.gate(state.user_id),
         )
         for message_id in state.running_message_ids:
             # Its turn died with the process that ran it (docs/protocol.md §3.4).

@@ -17,8 +17,8 @@ from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
-from agents.models import Agent, Provider
-from agents.services import model_choice_for
+from agents.models import Agent
+from agents.services import model_choice_for, models_allowed
 from chat.exceptions import ChatError
 from chat.models import Session
 from chat.services import session_get_for_user, session_list_for_user
@@ -39,14 +39,10 @@ def _sidebar(request: AuthenticatedHttpRequest) -> QuerySet[Session]:
 
 
 def _models(agent_name: str) -> dict[str, Any]:
-    """The header's model picker: the agent's provider's models (the one it uses by default first)."""
-    choice = model_choice_for(agent=Agent.objects.select_related("provider").filter(name=agent_name).first())
-    models: list[str] = []
-    if choice.provider_id:
-        provider = Provider.objects.filter(id=choice.provider_id).first()
-        models = list(provider.model_list) if provider is not None else []
-    if choice.model and choice.model not in models:
-        models.insert(0, choice.model)
+    """The header's model picker: the models the agent may use (the one it uses by default first)."""
+    agent = Agent.objects.select_related("provider").filter(name=agent_name).first()
+    choice = model_choice_for(agent=agent)
+    models = [name for name in models_allowed(agent=agent, choice=choice) if name and name != "*"]
     return {"models": models, "default_model": choice.model}
 
 

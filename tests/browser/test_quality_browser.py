@@ -109,6 +109,7 @@ PAGES = [
     "/jobs",
     "job",
     "/inbox",
+    "/usage",
     "/settings/agents",
     "/settings/agents/default",
     "/settings/providers",
@@ -121,7 +122,7 @@ PAGES = [
     [
         (DESKTOP, "light", PAGES),
         (PHONE, "light", PAGES),
-        (DESKTOP, "dark", ["chat", "/jobs", "/settings/providers"]),
+        (DESKTOP, "dark", ["chat", "/jobs", "/usage", "/settings/providers"]),
         (PHONE, "dark", ["/", "chat", "/settings/keys"]),
     ],
     ids=["desktop-light", "phone-light", "desktop-dark", "phone-dark"],

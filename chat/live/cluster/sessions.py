@@ -32,6 +32,7 @@ from agentsite.db import database_sync_to_async
 from chat.live.cluster.channel import Cluster, OwnerUnavailable, RemoteError
 from chat.live.cluster.ownership import RedisOwnership
 from chat.live.cluster.relay import EventRelay, RedisReplayStore
+from chat.live.cluster.slots import RedisTurnSlots
 from chat.live.cluster.watch import Watch
 from chat.live.commands import Command, Submit, decode_command, encode_command
 from chat.live.controller import SessionController
@@ -104,6 +105,8 @@ class ClusterSessions(LiveSessions):
             on_lost=self._lost,
         )
         await self.ownership.start()
+        self.slots = RedisTurnSlots(self.redis, settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
+        self.slots.start()
         self.watch = Watch(self)
         self.watch.start()
 
@@ -112,6 +115,8 @@ class ClusterSessions(LiveSessions):
             await self.watch.stop()
 
     async def _stop(self) -> None:
+        if isinstance(self.slots, RedisTurnSlots):
+            await self.slots.stop()
         await asyncio.gather(*(relay.aclose() for relay in self._relays.values()))
         self._relays.clear()
         if self.ownership is not None:

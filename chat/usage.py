@@ -1,0 +1,111 @@
+"""Model tokens per user, UTC day and model (docs/protocol.md §6.4): what each model step used is added as
+the step ends (chat/store.py's recorder, in the same hand-over as its row), reported by `GET /api/v1/usage`
+and the portal's usage page, and checked against `AGENTSITE_USER_DAILY_TOKENS` before a turn starts."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Sum
+
+from chat.models import Usage
+
+MAX_DAYS = 366
+
+
+def today() -> dt.date:
+    return dt.datetime.now(dt.UTC).date()
+
+
+def _tokens(usage: dict[str, Any], name: str) -> int:
+    value = usage.get(name)
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def usage_add(*, user_id: int, model: str, usage: dict[str, Any] | None) -> None:
+    """Add one model call's usage (the provider's `usage` object) to the user's day (sync)."""
+    usage = usage or {}
+    prompt, completion = _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
+    total = _tokens(usage, "total_tokens") or prompt + completion
+    day, model = today(), model[:200]
+    counts = {
+        "prompt_tokens": F("prompt_tokens") + prompt,
+        "completion_tokens": F("completion_tokens") + completion,
+        "total_tokens": F("total_tokens") + total,
+        "requests": F("requests") + 1,
+    }
+    rows = Usage.objects.filter(user_id=user_id, day=day, model=model)
+    if rows.update(**counts):
+        return
+    try:
+        with transaction.atomic():  # the first call of the day; another process may create it meanwhile
+            Usage.objects.create(
+                user_id=user_id,
+                day=day,
+                model=model,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                total_tokens=total,
+                requests=1,
+            )
+    except IntegrityError:
+        rows.update(**counts)
+
+
+def tokens_today(user_id: int) -> int:
+    total = Usage.objects.filter(user_id=user_id, day=today()).aggregate(total=Sum("total_tokens"))["total"]
+    return int(total or 0)
+
+
+def budget_refusal(user_id: int) -> dict[str, str] | None:
+    """The `budget_exceeded` error of a turn that would start past the user's daily budget, else None."""
+    budget = settings.AGENTSITE_USER_DAILY_TOKENS
+    if not budget:
+        return None
+    used = tokens_today(user_id)
+    if used < budget:
+        return None
+    return {
+        "code": "budget_exceeded",
+        "message": f"You used {used:,} of your {budget:,} model tokens for today; "
+        "the budget starts again at midnight UTC.",
+    }
+
+
+def usage_report(*, user_id: int, days: int) -> dict[str, Any]:
+    """The user's tokens per day and model over the last `days` days (today included), newest first."""
+    since = today() - dt.timedelta(days=days - 1)
+    rows = Usage.objects.filter(user_id=user_id, day__gte=since).order_by("-day", "model")
+    results = [
+        {
+            "day": row.day.isoformat(),
+            "model": row.model,
+            "prompt_tokens": row.prompt_tokens,
+            "completion_tokens": row.completion_tokens,
+            "total_tokens": row.total_tokens,
+            "requests": row.requests,
+        }
+        for row in rows
+    ]
+    budget = settings.AGENTSITE_USER_DAILY_TOKENS or None
+    return {
+        "days": days,
+        "since": since.isoformat(),
+        "results": results,
+        "total_tokens": sum(row["total_tokens"] for row in results),
+        "today_tokens": sum(row["total_tokens"] for row in results if row["day"] == today().isoformat()),
+        "daily_budget": budget,
+    }
+
+
+def daily_totals(report: dict[str, Any]) -> list[tuple[dt.date, int]]:
+    """Every day of a report, oldest first, with its tokens over all models (0 on days without use)."""
+    since = dt.date.fromisoformat(report["since"])
+    by_day: dict[str, int] = {}
+    for row in report["results"]:
+        by_day[row["day"]] = by_day.get(row["day"], 0) + row["total_tokens"]
+    span = [since + dt.timedelta(days=n) for n in range(report["days"])]
+    return [(day, by_day.get(day.isoformat(), 0)) for day in span]
