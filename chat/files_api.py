@@ -13,6 +13,7 @@ SVG file an agent wrote must never run as a page of this site.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import mimetypes
 import os
@@ -34,7 +35,7 @@ from rest_framework.views import APIView
 
 from agents.sandbox.site import workspace_dir
 from agents.tools.base import ToolError
-from agents.tools.workspace import give_to_workspace_owner, make_folders, resolve_in_workspace
+from agents.tools.workspace import open_folder, open_inside, resolve_in_workspace
 from agentsite.errors import ApiError
 from agentsite.isotime import iso
 from chat.files_preview import preview
@@ -225,15 +226,14 @@ class FileApi(APIView):
         if entry.is_dir() and not entry.is_symlink():
             raise ApiError(409, "is_a_directory", f"'{path}' is a folder.")
         try:
-            make_folders(workspace, entry.parent)
-        except OSError as exc:
-            message = f"Could not create the folders for '{path}': {exc.strerror}."
+            with open_folder(workspace, entry.parent, create=True) as folder:
+                existed = _lexists(entry.name, folder)
+                _receive(request, workspace, folder, entry.name)
+                info = os.stat(entry.name, dir_fd=folder, follow_symlinks=False)
+        except (OSError, ToolError) as exc:
+            message = f"Could not write '{path}': {getattr(exc, 'strerror', None) or exc}."
             raise ApiError(409, "conflict", message) from None
-        entry = _entry_location(workspace, path)  # the folders may have changed since: check again
-        existed = os.path.lexists(entry)
-        _receive(request, workspace, entry)
-        body = _describe(workspace, entry, entry.lstat())
-        return Response(body, status=200 if existed else 201)
+        return Response(_describe(workspace, entry, info), status=200 if existed else 201)
 
     @extend_schema(
         operation_id="chat_session_file_delete",
@@ -243,27 +243,34 @@ class FileApi(APIView):
         """A file or symlink (never what it points at), or a folder with everything in it."""
         _, workspace = _workspace(request, session_id, write=True)
         entry = _entry_location(workspace, path)
-        if not os.path.lexists(entry):
-            raise _not_found(path)
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+        try:
+            with open_folder(workspace, entry.parent) as folder:
+                info = os.stat(entry.name, dir_fd=folder, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.name, dir_fd=folder)
+                else:
+                    os.unlink(entry.name, dir_fd=folder)
+        except (OSError, ToolError):
+            raise _not_found(path) from None
         return Response({"path": _relative(path), "deleted": True})
 
 
 def _open_inside(workspace: Path, target: Path, shown: str) -> int:
-    """Open without following a symlink swapped in since the check, and check where the file really is."""
+    """Open without following a symlink swapped in since the check (agents/tools/workspace.py)."""
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+        return open_inside(workspace, target)
     except OSError:
         raise _not_found(shown) from None
-    real = Path(os.path.realpath(f"/proc/self/fd/{fd}"))
-    root = Path(os.path.realpath(workspace))
-    if not real.is_relative_to(root) or not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise _invalid(f"'{shown}' is not a file inside the workspace.")
-    return fd
+    except ToolError:
+        raise _invalid(f"'{shown}' is not a file inside the workspace.") from None
+
+
+def _lexists(name: str, folder: int) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _stream(fd: int, name: str, *, download: bool) -> StreamingHttpResponse:
@@ -292,12 +299,13 @@ async def _chunks(fd: int) -> AsyncIterator[bytes]:
         handle.close()
 
 
-def _receive(request: Request, workspace: Path, entry: Path) -> None:
-    """Stream the body into a new file beside the target, then put it in place (a symlink there is
-    replaced, never written through)."""
+def _receive(request: Request, workspace: Path, folder: int, name: str) -> None:
+    """Stream the body into a new file beside the target in the open `folder`, then put it in place
+    (a symlink there is replaced, never written through)."""
     limit = settings.AGENTSITE_MAX_UPLOAD_BYTES
-    temporary = entry.parent / f".upload-{uuid.uuid4().hex}"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    temporary = f".upload-{uuid.uuid4().hex}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(temporary, flags, 0o644, dir_fd=folder)
     written = 0
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -306,8 +314,11 @@ def _receive(request: Request, workspace: Path, entry: Path) -> None:
                 if written > limit:
                     raise ApiError(413, "too_large", f"The file is larger than the limit of {limit} bytes.")
                 handle.write(chunk)
-        give_to_workspace_owner(workspace, temporary)
-        os.replace(temporary, entry)
+            if os.geteuid() == 0:
+                owner = os.stat(workspace)
+                os.fchown(handle.fileno(), owner.st_uid, owner.st_gid)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=folder)
         raise
