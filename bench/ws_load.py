@@ -252,6 +252,10 @@ def agentsite_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         AGENTSITE_DATA_DIR=str(data_dir),
         AGENTSITE_DEMO_DELAY=str(args.delay),
         AGENTSITE_MAX_CONCURRENT_TURNS=str(args.max_turns),
+        # One bench user drives every session: no per-user share, session cap or budget.
+        AGENTSITE_USER_MAX_CONCURRENT_TURNS="0",
+        AGENTSITE_USER_MAX_SESSIONS="0",
+        AGENTSITE_USER_DAILY_TOKENS="0",
         BENCH_DEMO_CHUNKS=str(args.chunks),
         PYTHONUNBUFFERED="1",
     )
