@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,7 +19,23 @@ from agentsite.fields import StrictBooleanField
 from agentsite.permissions import IsStaffOrReadOnly
 
 
-class AgentListApi(generics.ListCreateAPIView):
+class AtomicWrites:
+    """A write and its audit entry (agentsite/audit/tracking.py) commit together, or neither does."""
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+    def perform_destroy(self, instance: Any) -> None:
+        with transaction.atomic():
+            instance.delete()
+
+
+class AgentListApi(AtomicWrites, generics.ListCreateAPIView):
     queryset = Agent.objects.all()
     serializer_class = AgentSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -29,7 +46,7 @@ class AgentListApi(generics.ListCreateAPIView):
         return Response({"results": data, "next": None})
 
 
-class AgentDetailApi(generics.RetrieveUpdateDestroyAPIView):
+class AgentDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView):
     queryset = Agent.objects.all()
     serializer_class = AgentSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -39,10 +56,10 @@ class AgentDetailApi(generics.RetrieveUpdateDestroyAPIView):
     def perform_destroy(self, instance: Agent) -> None:
         if instance.name == DEFAULT_AGENT:
             raise ApiError(409, "protected", "The default agent always exists and cannot be deleted.")
-        instance.delete()
+        super().perform_destroy(instance)
 
 
-class ProviderListApi(generics.ListCreateAPIView):
+class ProviderListApi(AtomicWrites, generics.ListCreateAPIView):
     queryset = Provider.objects.all()
     serializer_class = ProviderSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -55,7 +72,7 @@ class ProviderListApi(generics.ListCreateAPIView):
         return Response({"results": data, "next": None, "active": active})
 
 
-class ProviderDetailApi(generics.RetrieveUpdateDestroyAPIView):
+class ProviderDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView):
     queryset = Provider.objects.all()
     serializer_class = ProviderSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -66,9 +83,10 @@ class ProviderActiveApi(APIView):
     permission_classes = [IsStaffOrReadOnly]
 
     def get(self, request: Request) -> Response:
-        site = SiteDefault.load()
+        site = SiteDefault.objects.filter(id=1).first() or SiteDefault()  # a read writes no row
         return Response({"provider_id": site.provider_id, "model": site.model or None})
 
+    @transaction.atomic
     def put(self, request: Request) -> Response:
         data = ActiveModelSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -6,3 +6,20 @@ from django.apps import AppConfig
 class AgentsConfig(AppConfig):
     name = "agents"
     verbose_name = "Agents, providers and tools"
+
+    def ready(self) -> None:
+        """Agents, providers, the site default and tool switches are site configuration: every write of
+        them is in the audit trail (agentsite/audit/tracking.py; the provider's key masked)."""
+        from agents.models import Agent, Provider, SiteDefault, ToolSetting
+        from agentsite.audit.tracking import track
+
+        noise = ("created_at", "updated_at")
+        track(Agent, object_type="agent", exclude=noise)
+        track(Provider, object_type="provider", exclude=noise)
+        track(SiteDefault, object_type="site_default")
+        track(
+            ToolSetting,
+            object_type="tool_setting",
+            object_id=lambda setting: f"{setting.agent_id}/{setting.tool}",
+            exclude=noise,
+        )

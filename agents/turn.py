@@ -33,6 +33,7 @@ from agents.llm import ModelClient, ModelError, ToolCall
 from agents.recording import StepText, TurnRecorder
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry, preview_for
+from agentsite.audit.actions import APPROVAL_DECIDE
 from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
@@ -223,6 +224,14 @@ class AgentTurn:
         finally:
             if not future.done():  # the task was cancelled some other way than aclose()
                 self._settle(confirmation_id, ConfirmationOutcome(approved=False, by="cancel"))
+            # Every answer is in the audit trail, also when the turn is cancelled meanwhile (shielded).
+            await asyncio.shield(self.audit_decision(data, future.result()))
+
+    async def audit_decision(self, asked: dict[str, Any], outcome: ConfirmationOutcome) -> None:
+        """Every approval decision goes to the audit trail (agents/approvals.py `decision_entry`)."""
+        if self._context.audit is not None:
+            summary, details = approvals.decision_entry(asked, outcome, self.request.approval_mode)
+            await self._context.audit(APPROVAL_DECIDE, summary=summary, details=details)
 
     def _settle(self, confirmation_id: str, outcome: ConfirmationOutcome) -> None:
         future = self._confirmations.pop(confirmation_id)
@@ -369,6 +378,10 @@ class AgentTurn:
         except ToolError as exc:
             return str(exc), True
         verdict = approvals.evaluate(tool, params, self.request.approval_mode)
+        if verdict.decision != "ask" and tool.risk_for(params) == "dangerous":  # by policy: audited too
+            asked = dict(kind="tool", tool=tool.name, command=tool.describe(params), reason=verdict.reason)
+            outcome = ConfirmationOutcome(approved=verdict.decision == "allow", by="policy")
+            await self.audit_decision({**asked, "arguments": _shown_arguments(call)}, outcome)
         if verdict.decision == "refuse":
             return verdict.reason, True
         if verdict.decision == "ask":

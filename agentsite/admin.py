@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from agentsite.audit import admin as audit_admin  # noqa: F401  (registers the audit trail's admin)
 from agentsite.models import ApiKey
 from agentsite.services import api_key_revoke
 

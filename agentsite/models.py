@@ -1,4 +1,5 @@
-"""API keys: one user may hold several; only a hash of the secret is stored."""
+"""API keys: one user may hold several; only a hash of the secret is stored. (And, from agentsite/audit/,
+the audit trail's model, so that Django finds it with this app's models.)"""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from agentsite.audit.models import AuditEntry  # noqa: F401  (the audit trail's model, kept with its package)
 from agentsite.isotime import iso
 
 KEY_PREFIX = "ask_"

@@ -9,6 +9,8 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
+from agentsite.audit.actions import KEY_CREATE, KEY_REVOKE
+from agentsite.audit.services import audit_record
 from agentsite.db import table
 from agentsite.models import DISPLAY_PREFIX_LENGTH, KEY_PREFIX, ApiKey, generate_key, hash_key
 
@@ -17,19 +19,38 @@ LOCAL_USERNAME = "local"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
+@transaction.atomic
 def api_key_create(*, user: User, name: str = "") -> tuple[ApiKey, str]:
-    """Create a key and return it with its secret, which is shown once and never stored."""
+    """Create a key and return it with its secret, which is shown once and never stored (nor audited)."""
     secret = generate_key()
     key = ApiKey.objects.create(
         user=user, name=name, prefix=secret[:DISPLAY_PREFIX_LENGTH], key_hash=hash_key(secret)
     )
+    _audit_key(KEY_CREATE, key, "created")
     return key, secret
 
 
+@transaction.atomic
 def api_key_revoke(*, key: ApiKey) -> None:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        _audit_key(KEY_REVOKE, key, "revoked")
+
+
+def _audit_key(action: str, key: ApiKey, verb: str) -> None:
+    owner = key.user.get_username()
+    audit_record(
+        action,
+        object_type="api_key",
+        object_id=key.pk,
+        summary=f"API key {key.prefix}… ({key.name or 'unnamed'}) of {owner} {verb}",
+        details={
+            "owner": {"id": str(key.user_id), "username": owner},
+            "name": key.name,
+            "prefix": key.prefix,
+        },
+    )
 
 
 def api_key_authenticate(secret: str) -> User | None:

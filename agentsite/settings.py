@@ -99,6 +99,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "agentsite.audit.context.AuditContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -239,6 +240,9 @@ AGENTSITE_SECRETS_KEYS = env_fernet_keys("AGENTSITE_SECRETS_KEY")
 # Provider URLs (agentsite/outbound.py): link-local and metadata addresses are always refused; this also
 # refuses loopback and private ranges.
 AGENTSITE_PROVIDER_DENY_PRIVATE = env_bool("AGENTSITE_PROVIDER_DENY_PRIVATE", False)
+# The audit trail (docs/protocol.md §6.4, agentsite/audit/): entries older than this many days are deleted by
+# the scheduler once an hour; 0 keeps them for ever.
+AGENTSITE_AUDIT_RETENTION_DAYS = env_int("AGENTSITE_AUDIT_RETENTION_DAYS", 90, minimum=0)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")

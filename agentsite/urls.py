@@ -8,6 +8,7 @@ from acp import api as acp_api
 from agents import api as agents_api
 from agentsite import api as site_api
 from agentsite import views as site_views
+from agentsite.audit import api as audit_api
 from chat import api as chat_api
 from chat import files_api, usage_api
 
@@ -57,6 +58,7 @@ api_v1 = [
     path("chat/sessions/<str:session_id>/files", files_api.FileListApi.as_view(), name="files"),
     path("chat/sessions/<str:session_id>/files/<path:path>", files_api.FileApi.as_view(), name="file"),
     path("usage", usage_api.UsageApi.as_view(), name="usage"),
+    path("audit", audit_api.AuditListApi.as_view(), name="audit"),
     path("", include("cron.urls")),  # cron jobs and inbox (docs/protocol.md §2)
 ]
 

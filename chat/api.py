@@ -28,9 +28,8 @@ from chat.serializers import SessionCreateSerializer, SessionUpdateSerializer
 from chat.services import (
     message_list,
     message_submit,
-    session_close,
     session_create,
-    session_forget,
+    session_delete,
     session_get_for_user,
     session_get_open_for_user,
     session_search_for_user,
@@ -96,9 +95,7 @@ class SessionDetailApi(APIView):
         hide = query_flag(request.query_params.get("hide"), "hide")
         if session.is_open:
             call_from_sync(live_sessions().close, session.id)
-            session_close(session=session)
-        if hide:
-            session_forget(session=session)
+        session_delete(session=session, hide=hide)
         return Response({"session_id": session.id, "status": "closed"})
 
 

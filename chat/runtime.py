@@ -26,6 +26,7 @@ from agents.sandbox.site import get_sandbox, workspace_dir
 from agents.services import ModelChoice, agent_get, model_choice_for, models_allowed
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
+from agentsite.audit.services import TurnAudit
 from agentsite.db import database_call, database_sync_to_async
 from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model
@@ -246,6 +247,7 @@ class DjangoRuntime:
                 agent_name=setup.agent_name,
                 sandbox_network=setup.sandbox_network,
                 may_run_unsandboxed=setup.may_run_unsandboxed,
+                audit=TurnAudit(user_id=setup.user_id, session_id=session_id),
             ),
             max_steps=settings.AGENTSITE_MAX_TOOL_STEPS,
             # A cron run sets its own (its job's timeout, ChatRequest.confirmation_timeout); clients cannot.

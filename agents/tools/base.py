@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import pydantic
 from pydantic import BaseModel
@@ -40,13 +40,22 @@ class ToolError(Exception):
     """
 
 
+class AuditSink(Protocol):
+    """Where a turn writes down what it does for the audit trail (docs/protocol.md §6.4): approval
+    decisions, commands run, runners started — in the name of the chat's owner. Injected by the caller
+    (the Django side: agentsite/audit/services.py `TurnAudit`); it never raises."""
+
+    async def __call__(self, action: str, *, summary: str, details: dict[str, Any]) -> None: ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may use about the call's surroundings, injected by the caller.
 
     `sandbox` starts the processes a tool needs (agents/sandbox/); None: this caller offers none, and
     tools that start processes refuse. `user_id`, `agent_name`, `sandbox_network` and
-    `may_run_unsandboxed` (the user holds `agents.run_unsandboxed`) describe whose call it is.
+    `may_run_unsandboxed` (the user holds `agents.run_unsandboxed`) describe whose call it is; `audit`, when
+    given, is told of every decision and every process started.
     """
 
     workspace: Path
@@ -59,6 +68,7 @@ class ToolContext:
     may_run_unsandboxed: bool = False
     emit: Callable[[dict[str, Any]], None] | None = None
     request_permission: Callable[..., Awaitable[Any]] | None = None
+    audit: AuditSink | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
