@@ -1,15 +1,21 @@
-"""Account REST endpoints (API keys) and the unauthenticated version/health endpoints."""
+"""Account REST endpoints (API keys), the unauthenticated version/health endpoints, and the API's own
+description (OpenAPI schema, Swagger UI: for logged-in users and API keys, unless
+AGENTSITE_PUBLIC_API_DOCS)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.views import redirect_to_login
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
-from rest_framework import serializers
-from rest_framework.permissions import AllowAny
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework import exceptions, serializers
+from rest_framework.permissions import AllowAny, BasePermission
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -83,3 +89,40 @@ def healthz(request: HttpRequest) -> JsonResponse:
         },
         status=200 if healthy else 503,
     )
+
+
+class ApiDocsAccess(BasePermission):
+    """docs/protocol.md §6.5: the schema and its page need a login (session or key), unless
+    AGENTSITE_PUBLIC_API_DOCS=true."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        user = request.user
+        return settings.AGENTSITE_PUBLIC_API_DOCS or bool(user and user.is_authenticated)
+
+
+class _JsonErrors:
+    """Errors of these YAML/HTML views answer in the API's JSON error shape."""
+
+    request: Request
+
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+        response: HttpResponseBase = super().handle_exception(exc)  # type: ignore[misc]
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = "application/json"
+        return response
+
+
+class SchemaApi(_JsonErrors, SpectacularAPIView):
+    permission_classes = [ApiDocsAccess]
+
+
+class DocsApi(_JsonErrors, SpectacularSwaggerSplitView):
+    """Swagger UI with its start-up script as a file of its own (`?script`): no inline script (CSP)."""
+
+    permission_classes = [ApiDocsAccess]
+    url_name = "api:schema"
+
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+        if isinstance(exc, exceptions.NotAuthenticated) and self.request.GET.get("script") is None:
+            return redirect_to_login(self.request.get_full_path())  # a browser: log in, then come back
+        return super().handle_exception(exc)

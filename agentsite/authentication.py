@@ -14,7 +14,9 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from agentsite.services import api_key_authenticate, local_user
+from agentsite.errors import RateLimited
+from agentsite.ratelimit import FAILED_KEYS_REASON, key_authenticate, request_address
+from agentsite.services import local_user
 
 
 def bearer_key(request: Request) -> str | None:
@@ -33,12 +35,16 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
+        bearer = scheme.lower() == "bearer" and bool(value.strip())
+        # A malformed header counts as a wrong key too (docs/protocol.md §6.2): guessing is guessing.
+        attempt = key_authenticate(value.strip() if bearer else "", address=request_address(request))
+        if attempt.retry_after:
+            raise RateLimited(FAILED_KEYS_REASON, attempt.retry_after)
+        if not bearer:
             raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api_key>'.")
-        user = api_key_authenticate(value.strip())
-        if user is None:
+        if attempt.user is None:
             raise exceptions.AuthenticationFailed("Invalid or revoked api_key.")
-        return user, value.strip()
+        return attempt.user, value.strip()
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'

@@ -6,6 +6,7 @@ layer). DATABASE_URL / REDIS_URL switch to Postgres / channels-redis for the sca
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Mapping
@@ -13,9 +14,21 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from agentsite.datadir import private_data_dir
-from agentsite.env import env_bool, env_choice, env_fernet_keys, env_float, env_int, env_list, env_str
+from agentsite.env import (
+    env_bool,
+    env_choice,
+    env_fernet_keys,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_rate,
+    env_str,
+    parse_rate,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -82,6 +95,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served by the app itself, no CDN
     "channels",
+    "axes",  # login lockout (agentsite/lockout.py)
     "agentsite",
     "agents",
     "chat",
@@ -91,7 +105,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Headers of every response, static files included (docs/protocol.md §6.5).
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "agentsite.middleware.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "agentsite.middleware.BodySizeLimitMiddleware",
     "agentsite.middleware.DatabaseUnavailableMiddleware",
@@ -100,8 +118,10 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "agentsite.audit.context.AuditContextMiddleware",
+    "agentsite.ratelimit.AnonymousRateLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # In place of axes.middleware.AxesMiddleware (agentsite/lockout.py says why; check axes.W002 silenced).
+    "agentsite.lockout.LoginLockoutMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -114,6 +134,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -184,6 +205,62 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Rate limits are counted in the cache (agentsite/ratelimit.py): in Redis when REDIS_URL is set, so that
+# they hold across processes. The key prefix keeps apart deployments (and test servers) that
+# share one Redis database: it names this deployment's database unless AGENTSITE_CACHE_PREFIX does.
+_DB = DATABASES["default"]
+CACHE_PREFIX = (
+    env_str("AGENTSITE_CACHE_PREFIX")
+    or "agentsite-"
+    + hashlib.sha256(
+        f"{_DB.get('ENGINE')}|{_DB.get('HOST', '')}|{_DB.get('PORT', '')}|{_DB.get('NAME')}".encode()
+    ).hexdigest()[:12]
+)
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": CACHE_PREFIX,
+            # A Redis that does not answer must not hold requests up: limits are then not counted.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "agentsite",
+            "KEY_PREFIX": CACHE_PREFIX,
+        }
+    }
+
+# Rate limits (docs/protocol.md §6.2): N/PERIOD (s, min, h, day; "5/15min"), or "off".
+AGENTSITE_RATE_USER = env_rate("AGENTSITE_RATE_USER", "1200/min")
+AGENTSITE_RATE_ANON = env_rate("AGENTSITE_RATE_ANON", "120/min")
+AGENTSITE_RATE_FAILED_KEYS = env_rate("AGENTSITE_RATE_FAILED_KEYS", "30/min")
+AGENTSITE_RATE_LOGIN = env_rate("AGENTSITE_RATE_LOGIN", "5/15min")
+# Proxies whose X-Forwarded-For names the client (addresses or CIDR networks); none: the peer is the client.
+AGENTSITE_TRUSTED_PROXIES = env_networks("AGENTSITE_TRUSTED_PROXIES")
+
+# Login lockout with django-axes (agentsite/lockout.py): failures per username or per address, kept in
+# the database (every process sees them), counted from AGENTSITE_RATE_LOGIN.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = parse_rate(AGENTSITE_RATE_LOGIN) is not None
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = "agentsite.lockout.failure_limit"
+AXES_COOLOFF_TIME = "agentsite.lockout.cool_off"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_CLIENT_IP_CALLABLE = "agentsite.lockout.client_ip"
+AXES_RESET_ON_SUCCESS = True
+# Attempts while locked are refused without being counted: the lock ends when the window passes.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_DISABLE_ACCESS_LOG = True  # successful logins are not axes' business (and would grow a table)
+AXES_VERBOSE = False
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -248,6 +325,9 @@ OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")
 
 REST_FRAMEWORK = {
+    # Per user (AGENTSITE_RATE_USER); per address for requests without credentials, AGENTSITE_RATE_ANON,
+    # in agentsite.ratelimit.AnonymousRateLimitMiddleware.
+    "DEFAULT_THROTTLE_CLASSES": ["agentsite.ratelimit.UserRateThrottle"],
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "agentsite.authentication.ApiKeyAuthentication",
         "agentsite.authentication.CsrfSessionAuthentication",
@@ -281,6 +361,29 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# /api/v1/docs/ and /api/v1/schema/ for logged-in users and API keys only, unless this is true.
+AGENTSITE_PUBLIC_API_DOCS = env_bool("AGENTSITE_PUBLIC_API_DOCS", False)
+
+# Browser hardening (docs/protocol.md §6.5). No inline script anywhere: scripts come from static/js (a
+# script that must be inline carries the request's nonce, {{ csp_nonce }}); styles from static/css.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+AGENTSITE_PERMISSIONS_POLICY = (
+    "accelerometer=(), camera=(), clipboard-read=(), display-capture=(), geolocation=(), gyroscope=(), "
+    "hid=(), magnetometer=(), microphone=(), midi=(), payment=(), serial=(), usb=(), "
+    "xr-spatial-tracking=()"
+)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -296,7 +399,9 @@ if not DEBUG:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SILENCED_SYSTEM_CHECKS = env_list("AGENTSITE_SILENCED_CHECKS", [])
+
+# axes.W002 asks for axes' middleware, which agentsite.lockout.LoginLockoutMiddleware replaces.
+SILENCED_SYSTEM_CHECKS = ["axes.W002", *env_list("AGENTSITE_SILENCED_CHECKS", [])]
 
 LOGGING = {
     "version": 1,
@@ -304,5 +409,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},  # failed logins and lockouts; not every successful one
+    },
 }

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from acp import api as acp_api
 from agents import api as agents_api
@@ -14,8 +13,8 @@ from chat import files_api, usage_api
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("schema/", site_api.SchemaApi.as_view(), name="schema"),
+    path("docs/", site_api.DocsApi.as_view(), name="docs"),
     path("auth/keys", site_api.KeyListCreateApi.as_view(), name="keys"),
     path("auth/keys/<str:key_id>", site_api.KeyDetailApi.as_view(), name="key-detail"),
     path("agents", agents_api.AgentListApi.as_view(), name="agents"),

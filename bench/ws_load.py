@@ -257,6 +257,8 @@ def agentsite_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         AGENTSITE_USER_MAX_SESSIONS="0",
         AGENTSITE_USER_DAILY_TOKENS="0",
         BENCH_DEMO_CHUNKS=str(args.chunks),
+        # One bench user creates hundreds of sessions at once: the load, not the per-user rate, is measured.
+        AGENTSITE_RATE_USER="off",
         PYTHONUNBUFFERED="1",
     )
     if args.database_url:

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
+CLOSE_RATE_LIMITED = 4429  # too many wrong api_keys from this address (docs/protocol.md §6.2)
 CLOSE_TOO_BIG = 1009
 CLOSE_KEY_REVOKED = 4401
 CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect with ?since= (agentsite/internals.py lets daphne)
@@ -66,6 +67,9 @@ class ChatConsumer(LeanWebsocketConsumer):
     async def _connect(self) -> None:
         if self.scope.get("unavailable"):
             await self._refuse("unavailable", "The database does not answer; reconnect.", CLOSE_TRY_AGAIN)
+            return
+        if self.scope.get("rate_limited"):
+            await self._refuse("rate_limited", self.scope["rate_limited"], CLOSE_RATE_LIMITED)
             return
         if self.scope.get("auth_error") or not self.scope["user"].is_authenticated:
             message = (

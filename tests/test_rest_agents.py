@@ -379,11 +379,14 @@ def test_docs_page_is_served(client: Any, alice: Any) -> None:
 
     assert response.status_code == 200
     assert b"<html" in response.content.lower()
-    assert b"/api/v1/schema/" in response.content
+    # Its start-up script is a file of its own (no inline script: docs/protocol.md §6.5).
+    assert b"/api/v1/docs/?script=" in response.content
+    assert b"/api/v1/schema/" in client.get("/api/v1/docs/?script=").content
 
 
-def test_the_api_docs_page_loads_nothing_from_a_cdn(client):
+def test_the_api_docs_page_loads_nothing_from_a_cdn(client, alice):
     """Everything is served by the app (the portal promise covers /api/v1/docs/ too)."""
+    client.force_login(alice)
     page = client.get("/api/v1/docs/").content.decode()
     assert "cdn.jsdelivr" not in page and "unpkg.com" not in page
     assert "/static/drf_spectacular_sidecar/" in page

@@ -128,7 +128,8 @@ async def _session_cookie(user) -> bytes:  # type: ignore[no-untyped-def]
 async def test_cookie_auth_from_an_allowed_origin_is_accepted(session, alice):
     cookie = await _session_cookie(alice)
     ws, first = await connect(
-        session.id, headers=[(b"cookie", cookie), (b"origin", b"http://localhost:8000")]
+        session.id,
+        headers=[(b"cookie", cookie), (b"host", b"localhost:8000"), (b"origin", b"http://localhost:8000")],
     )
     assert first["type"] == "connected"
     await ws.disconnect()
