@@ -12,14 +12,10 @@ class AcpConfig(AppConfig):
 
     def ready(self) -> None:
         """Offer `delegate_external_agent` to agents (acp registers its tool into agents' registry)."""
-        from django.conf import settings
-
-        from acp import process
         from acp.tool import TOOL_NAME, DelegateExternalAgentTool
         from agents.tools import registry
 
         _check_not_shadowed()
-        process.RECORD_DIR = settings.DATA_DIR / "runners"
 
         if registry.get(TOOL_NAME) is None:
             registry.register(DelegateExternalAgentTool())
