@@ -9,7 +9,6 @@ built from scratch so the server's secrets (``OPENAI_API_KEY``, ``SECRET_KEY``, 
 from __future__ import annotations
 
 import signal
-from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -43,7 +42,7 @@ class ShellTool(Tool):
         "when it ends or times out."
     )
     Params = ShellParams
-    risk: ClassVar[Risk] = "dangerous"
+    risk: Risk = "dangerous"
 
     def describe(self, params: BaseModel) -> str | None:
         assert isinstance(params, ShellParams)
