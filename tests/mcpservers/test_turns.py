@@ -20,7 +20,7 @@ from tests.acp.support import of_type, tool_results
 from tests.mcpservers.support import SERVER, call, configure_server, marker_pids, run_turn, tool
 from tests.support.ws import connect, rest
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun, pytest.mark.timeout(90)]
 
 
 @pytest.fixture
@@ -212,4 +212,42 @@ async def test_invalid_arguments_are_refused_before_the_server_is_asked(session,
     assert result["output"].startswith(
         f"Invalid arguments for tool '{tool('add')}': a: 'two' is not of type 'integer'"
     )
+    await ws.disconnect()
+
+
+async def test_a_long_output_is_capped_like_a_commands_head_and_tail_kept(session, alice_key, llm):
+    await sync_to_async(configure_server)()
+    llm.script(call("big", size=200_000), Reply(text="ok"))
+    ws, _ = await connect(session.id, key=alice_key)
+    frames = await run_turn(ws, "big", approval_mode="full_access")
+    (result,) = tool_results(frames)
+    output = result["output"]
+    assert result["is_error"] is False and len(output) < 70_000
+    assert output.startswith("line 0000000\n") and output.endswith("line 0015383\nline 001"), "the tail too"
+    assert "[output truncated: " in output and "bytes omitted" in output
+    await ws.disconnect()
+
+
+async def test_cancelling_the_turn_mid_call_keeps_the_server_for_the_next_turn(session, alice_key, llm):
+    marker = await sync_to_async(configure_server)()
+    llm.script(call("slow", seconds=60))
+    ws, _ = await connect(session.id, key=alice_key)
+    frames = await run_turn(ws, "wait", approval_mode="full_access", until="tool_call")
+    assert frames[-1]["name"] == tool("slow")
+    await ws.send_json_to({"type": "cancel"})
+    while (frame := await ws.receive_json_from(timeout=30))["type"] != "result":
+        pass
+    assert frame["data"]["status"] == "cancelled"
+    (pid,) = marker_pids(marker)
+    llm.script(call("ping"), Reply(text="ok"))
+    # The queue is paused after a cancel: "send now" (steer) starts the next message.
+    await ws.send_json_to(
+        {"type": "message", "content": "again", "approval_mode": "full_access", "steer": True}
+    )
+    frames = []
+    while (frame := await ws.receive_json_from(timeout=30))["type"] != "result":
+        frames.append(frame)
+    assert frame["data"]["status"] == "completed"
+    assert tool_results(frames)[0]["output"] == "pong"
+    assert marker_pids(marker) == [pid], "the same process answers"
     await ws.disconnect()

@@ -19,6 +19,7 @@ Tools:
   garbage()                  write a line that is not JSON-RPC on the wire (stdout), then answer nothing
   look(paths)                JSON of what it sees: cwd, HOME, uid, pids in /proc, whether each path exists
   spawn_child()              start a `sleep` helper (it inherits MCP_TEST_MARKER) and answer its pid
+  big(size)                  `size` characters of text, numbered lines
   header(name)               over HTTP: the value of a request header ("(none)" without it)
   grow()                     add a tool `extra` (answers "extra") and tell the client its tools changed
 """
@@ -147,6 +148,13 @@ def spawn_child() -> str:
     """Start a helper that sleeps for a long time."""
     child = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     return str(child.pid)
+
+
+@server.tool()
+def big(size: int) -> str:
+    """A long text."""
+    lines = "".join(f"line {n:07d}\n" for n in range(size // 13 + 1))
+    return lines[:size]
 
 
 @server.tool()
