@@ -65,7 +65,7 @@ test-services: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	PYTHONPATH=. DEBUG=true AGENTSITE_DATA_DIR=var/mypy $(VENV)/bin/mypy agentsite chat agents acp cron portal
+	PYTHONPATH=. DEBUG=true AGENTSITE_DATA_DIR=var/mypy $(VENV)/bin/mypy agentsite chat agents acp mcpservers cron portal
 
 bench: setup
 	$(VPY) bench/ws_load.py

@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
-from django.conf import settings
 from pydantic import BaseModel
 
 from acp.models import RunnerConfig
 from acp.services import runner_configs_for_agent
 from agents.approvals import decision_entry
 from agents.sandbox import SandboxRefused
-from agents.sandbox.programs import check_program_paths, program_paths, resolve_program
-from agents.sandbox.site import runner_home
+from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
 from agentsite.audit.actions import APPROVAL_DECIDE, RUNNER_START
 from agentsite.db import database_sync_to_async
@@ -334,19 +331,10 @@ def _spec(config: RunnerConfig, ctx: ToolContext) -> AcpRunnerSpec:
 
 def _program(config: RunnerConfig) -> tuple[str, tuple[Path, ...]]:
     """The runner's executable as an absolute path, and the host paths that must be visible to run it."""
-    search_path = os.environ.get("PATH", "")
-    executable = resolve_program(config.command, search_path=search_path)
-    if executable is None:
-        raise ToolError(
-            f"Runner '{config.name}' could not be started: the command {config.command!r} was not found."
-        )
-    shown = program_paths(executable, search_path=search_path)
     try:
-        check_program_paths(shown, data_dir=Path(settings.DATA_DIR), code_dir=Path(settings.BASE_DIR))
+        return program_for(config.command, config.sandbox_paths)
     except SandboxRefused as exc:
         raise ToolError(f"Runner '{config.name}' could not be started: {exc}") from None
-    extra = tuple(Path(path) for path in config.sandbox_paths)
-    return str(executable), (*shown, *extra)
 
 
 def _runner_name(params: DelegateParams) -> str:

@@ -76,9 +76,12 @@ class AgentTurn:
         confirmation_timeout: float = 300.0,
         recorder: TurnRecorder | None = None,
         specs: list[dict[str, Any]] | None = None,
+        disabled_tools: frozenset[str] = frozenset(),
     ) -> None:
         """`specs`: the tools' OpenAI specs when the caller has them built already (they are the same for
-        every turn of an agent; building them costs more than the rest of a turn's setup)."""
+        every turn of an agent; building them costs more than the rest of a turn's setup).
+        `disabled_tools`: the agent's tools that are switched off, besides registered ones (a call of one
+        is told so, not "unknown")."""
         self.client = client
         self.model = model
         self.provider_name = provider_name
@@ -89,6 +92,7 @@ class AgentTurn:
         self._tools = ToolRegistry()
         for tool in tools:
             self._tools.register(tool)
+        self._disabled = disabled_tools
         self._specs = specs if specs is not None else [tool.openai_spec() for tool in self._tools.all()]
         self._messages = _initial_messages(system_prompt, history, request.content)
         self._context = replace(
@@ -368,7 +372,8 @@ class AgentTurn:
 
     async def _execute(self, call: ToolCall) -> tuple[str, bool]:
         """Validate, apply the approval policy, run. Returns (output, is_error)."""
-        if self._tools.get(call.name) is None and default_registry.get(call.name) is not None:
+        known = call.name in self._disabled or default_registry.get(call.name) is not None
+        if self._tools.get(call.name) is None and known:
             return (
                 f"Tool '{call.name}' is disabled for this agent. Use another tool or answer without it.",
                 True,

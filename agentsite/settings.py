@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "agents",
     "chat",
     "acp",
+    "mcpservers",
     "cron",
     "portal",
 ]
@@ -307,6 +308,10 @@ AGENTSITE_SANDBOX_CPU_SECONDS = env_int("AGENTSITE_SANDBOX_CPU_SECONDS", 600, mi
 AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 8192, minimum=0)
 AGENTSITE_SANDBOX_PROCESSES = env_int("AGENTSITE_SANDBOX_PROCESSES", 256, minimum=0)
 AGENTSITE_SANDBOX_FILE_SIZE_MB = env_int("AGENTSITE_SANDBOX_FILE_SIZE_MB", 1024, minimum=0)
+# MCP servers (mcpservers/): a chat session's connection to a server closes after this long without a call.
+AGENTSITE_MCP_IDLE_SECONDS = env_float("AGENTSITE_MCP_IDLE_SECONDS", 600.0, minimum=0.1)
+# ... and may take this long (or its own timeout_seconds, when longer) to start and list its tools.
+AGENTSITE_MCP_START_SECONDS = env_float("AGENTSITE_MCP_START_SECONDS", 60.0, minimum=0.1)
 # The OS user sandboxes run as; a root server runs them as nobody (process limits do not hold for root).
 AGENTSITE_SANDBOX_UID = env_int(
     "AGENTSITE_SANDBOX_UID", 65534 if os.geteuid() == 0 else os.geteuid(), minimum=0

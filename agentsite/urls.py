@@ -10,6 +10,7 @@ from agentsite import views as site_views
 from agentsite.audit import api as audit_api
 from chat import api as chat_api
 from chat import files_api, usage_api
+from mcpservers import api as mcp_api
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
@@ -29,6 +30,17 @@ api_v1 = [
     path("agents/<str:name>/config/acp", acp_api.AgentRunnerListApi.as_view(), name="agent-acp-runners"),
     path(
         "agents/<str:name>/config/acp/<str:runner>", acp_api.AgentRunnerApi.as_view(), name="agent-acp-runner"
+    ),
+    path("agents/<str:name>/config/mcp", mcp_api.AgentMcpServerListApi.as_view(), name="agent-mcp-servers"),
+    path(
+        "agents/<str:name>/config/mcp/<str:server>",
+        mcp_api.AgentMcpServerApi.as_view(),
+        name="agent-mcp-server",
+    ),
+    path(
+        "agents/<str:name>/config/mcp/<str:server>/test",
+        mcp_api.AgentMcpServerTestApi.as_view(),
+        name="agent-mcp-server-test",
     ),
     path("providers", agents_api.ProviderListApi.as_view(), name="providers"),
     path("providers/active", agents_api.ProviderActiveApi.as_view(), name="provider-active"),

@@ -12,7 +12,7 @@ import difflib
 import os
 import stat
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -42,7 +42,7 @@ class ListFilesTool(Tool):
         "(file, directory, symlink) and size in bytes."
     )
     Params = ListFilesParams
-    risk: ClassVar[Risk] = "safe"
+    risk: Risk = "safe"
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, ListFilesParams)
@@ -89,7 +89,7 @@ class ReadFileTool(Tool):
         "are truncated, with a note saying so."
     )
     Params = ReadFileParams
-    risk: ClassVar[Risk] = "safe"
+    risk: Risk = "safe"
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, ReadFileParams)
@@ -145,7 +145,7 @@ class WriteFileTool(Tool):
         "missing parent folders are created."
     )
     Params = WriteFileParams
-    risk: ClassVar[Risk] = "dangerous"
+    risk: Risk = "dangerous"
 
     def describe(self, params: BaseModel) -> str | None:
         assert isinstance(params, WriteFileParams)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -46,7 +46,7 @@ class ShellTool(Tool):
         "when it ends or times out."
     )
     Params = ShellParams
-    risk: ClassVar[Risk] = "dangerous"
+    risk: Risk = "dangerous"
 
     def describe(self, params: BaseModel) -> str | None:
         assert isinstance(params, ShellParams)

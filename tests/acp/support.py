@@ -76,12 +76,13 @@ async def run_turn(
     approval_mode: str = "full_access",
     answer: Answer = approve,
     until: str = "result",
+    frame_timeout: float = FRAME_TIMEOUT,
 ) -> list[dict[str, Any]]:
     """Send a message and read every frame up to and including its `result`, answering confirmations."""
     await send(ws, {"type": "message", "content": content, "approval_mode": approval_mode})
     frames: list[dict[str, Any]] = []
     while True:
-        frame = await ws.receive_json_from(timeout=FRAME_TIMEOUT)
+        frame = await ws.receive_json_from(timeout=frame_timeout)
         frames.append(frame)
         if frame["type"] == "confirmation_request":
             reply = answer(frame["data"])
