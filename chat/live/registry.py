@@ -86,8 +86,14 @@ class LiveRegistry:
         return self.logs[session_id]
 
     async def dispatch(self, session_id: str, command: Command) -> Any:
-        """Run a queue command on the session's controller; returns its ack (None for Cancel)."""
+        """Run a queue command on the session's controller; returns its ack (None for Cancel).
+
+        Shielded: a caller that goes away (its socket closed) does not stop a command half-way, between
+        storing a change and making it live (a message stored but in nobody's queue would never run)."""
         controller = await self.get(session_id)
+        return await asyncio.shield(self._run(controller, command))
+
+    async def _run(self, controller: SessionController, command: Command) -> Any:
         match command:
             case Submit(request=request, steer=steer, stored=stored):
                 return await controller.submit(request, steer=steer, stored=stored)
