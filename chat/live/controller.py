@@ -96,14 +96,15 @@ class SessionController(Turns):
             if stored and request.message_id in self._held:
                 return self._repeat(request.message_id)
             item = PendingItem(request=request, order=self._next_order)
-            self._held.add(request.message_id)
             if self.active_task is None and (steer or (not self.paused and not self.pending)):
                 slot = await self._slot()
                 if slot is not None:
                     await self._start(item, slot, unpause=steer, new=not stored)
+                    self._held.add(request.message_id)
                     self._next_order += 1
                     return self._ack(item, "started")
             await self._save(item, "pending", new=not stored)
+            self._held.add(request.message_id)  # once stored: a refused duplicate is not this queue's
             self._next_order += 1
             bisect.insort(self.pending, item, key=order_key)
             if steer and self.active_task is None:  # its user's turn slots are all taken: first in line

@@ -765,3 +765,17 @@ async def test_stored_messages_adopted_from_storage_are_queued_once(
             await asyncio.sleep(0.01)
     await controller.adopt([request("A")])  # it ran already: not again
     assert controller.active_task is None and len(runtime.streams) == 2
+
+
+async def test_a_duplicate_refused_here_does_not_keep_the_stored_message_from_its_queue(
+    make: MakeController, runtime: ScriptedRuntime
+) -> None:
+    """A client sends M again (same id) while M's row, stored by another process, waits for adoption: the
+    resend is refused as a duplicate, and M is still adopted and run."""
+    store = RecordingStore()
+    store.statuses["M"] = "pending"  # stored by the process that received it
+    controller = make(store=store, publish=store.publish)
+    with pytest.raises(InputError):
+        await controller.submit(request("M"))
+    await controller.adopt([request("M")])
+    assert controller.active_request is not None and controller.active_request.message_id == "M"
