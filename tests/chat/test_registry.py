@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -240,5 +241,17 @@ async def test_a_command_whose_caller_goes_away_is_carried_out_whole(runtime: Sc
             while store.statuses.get("A") != "running" or controller.active_request is None:
                 await asyncio.sleep(0.01)
         assert controller.active_request.message_id == "A"
+        # A refused command whose caller went away is not an exception left for nobody (logged as such).
+        loop = asyncio.get_running_loop()
+        unretrieved: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _, context: unretrieved.append(context))
+        caller = asyncio.create_task(registry.dispatch("s", Submit(request=request("A"))))
+        await asyncio.sleep(0)
+        caller.cancel()
+        await asyncio.gather(caller, return_exceptions=True)
+        await asyncio.sleep(0.05)
+        gc.collect()
+        loop.set_exception_handler(None)
+        assert unretrieved == []
     finally:
         await registry.shutdown()
