@@ -146,18 +146,12 @@ class RedisOwnership:
     async def renew_all(self) -> list[str]:
         """Renew every held lease once; return the sessions whose lease is lost.
 
-        A lease is lost when Redis says so, and also when its deadline passes before a renewal succeeds
-        (Redis slow or away): renewals run side by side, each bounded by what is left of its lease and each
-        loss handled as soon as it is known, so that no slow answer keeps this process acting as owner
-        past a deadline."""
-        now = self._clock()
+        Renewals run side by side, each bounded by what is left of its lease (at least a renewal interval:
+        a renewal that comes late is still safe, Redis extends only a key that still holds our value), and
+        each loss is handled as soon as it is known: one slow answer (Redis slow or away) does not keep the
+        other leases unrenewed, nor this process acting as owner long past a lease it lost."""
         held = list(self._held.items())
-        kept = await asyncio.gather(
-            *(
-                self._renew_one(sid, lease) if self._valid_until.get(sid, 0.0) > now else self._drop(sid)
-                for sid, lease in held
-            )
-        )
+        kept = await asyncio.gather(*(self._renew_one(sid, lease) for sid, lease in held))
         return [sid for (sid, _), ok in zip(held, kept, strict=True) if not ok]
 
     async def _renew_one(self, session_id: str, lease: Lease) -> bool:
@@ -166,7 +160,7 @@ class RedisOwnership:
         try:
             ok = await asyncio.wait_for(
                 self._renew(keys=[OWNER_KEY.format(session_id)], args=[self._value(lease), self.lease_ms]),
-                timeout=max(left, 0.001),
+                timeout=max(left, self.lease_ms / 3000),
             )
         except Exception:
             logger.warning("could not renew the lease of session %s", session_id, exc_info=True)
@@ -178,7 +172,7 @@ class RedisOwnership:
         return True
 
     async def _drop(self, session_id: str) -> bool:
-        """The lease is lost: this process stops acting as the session's owner (on_lost). False."""
+        """The lease is lost: this process stops acting as the session's owner (on_lost); False."""
         if self._held.pop(session_id, None) is None:
             return False
         self._valid_until.pop(session_id, None)
