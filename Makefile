@@ -9,8 +9,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 SERVICES_REDIS_URL ?= redis://127.0.0.1:6379/0
+SOAK_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: run test test-services setup lint bench clean
+.PHONY: run test test-services setup lint bench soak clean
 
 define find_python
 for candidate in "$$PYTHON" python3.13 python3.12 \
@@ -69,6 +70,11 @@ lint: setup
 
 bench: setup
 	$(VPY) bench/ws_load.py
+
+# Two servers on Postgres + a Redis of its own under faults, ~10 min (bench/README.md "Soak"). Not in `make test`.
+SOAK_ARGS ?=
+soak: setup
+	$(VPY) bench/soak.py --postgres "$(SOAK_POSTGRES)" $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test

@@ -37,7 +37,12 @@ class StoredState:
 
 
 class Fenced(Exception):
-    """A newer owner holds the session: this process must not change it any more."""
+    """A newer owner holds the session: this process must not change it any more. `token`: the newest
+    token the database has seen for it (when known)."""
+
+    def __init__(self, message: str, token: int | None = None) -> None:
+        super().__init__(message)
+        self.token = token
 
 
 def _check_fence(session_id: str, token: int | None) -> None:
@@ -78,12 +83,14 @@ class DjangoQueueStore:
     async def _write(self, write: Callable[..., None], *args: Any) -> None:
         try:
             await database_sync_to_async(write)(*args)
-        except DatabaseError as exc:
+        except (DatabaseError, Fenced) as exc:
             self.storage_failed(exc)
             raise
 
     def storage_failed(self, exc: BaseException) -> bool:
-        if not isinstance(exc, DatabaseError):
+        """A write failed, or was refused because another process owns the session now: either way what
+        is live here is no longer the truth and goes (nothing more is written or published)."""
+        if not isinstance(exc, (DatabaseError, Fenced)):
             return False
         if self._on_failure is not None:
             self._on_failure()
@@ -202,6 +209,27 @@ def message_store_pending(*, session_id: str, request: Any) -> None:
         raise _duplicate(request.message_id) from None
 
 
+def stored_for_later(session_ids: list[str]) -> dict[str, list[Any]]:
+    """Messages stored while no owner could take them (no queue position yet), per session, oldest first."""
+    from agents.contract import ChatRequest
+
+    found: dict[str, list[Any]] = {}
+    rows = Message.objects.filter(
+        session_id__in=session_ids, role=Message.Role.USER, status=Message.PENDING, queue_order__isnull=True
+    ).order_by("created_at", "id")
+    for row in rows:
+        found.setdefault(row.session_id, []).append(
+            ChatRequest(
+                message_id=row.message_id,
+                content=row.content,
+                config=row.config,
+                approval_mode=row.approval_mode,  # type: ignore[arg-type]
+                model=row.model or None,
+            )
+        )
+    return found
+
+
 def _insert_pending(*, session_id: str, request: Any) -> None:
     insert_row(
         Message,
@@ -220,15 +248,20 @@ def _insert_pending(*, session_id: str, request: Any) -> None:
 def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> StoredState:
     """Read the stored queue and reserve a fresh block of seqs (sync; call via database_sync_to_async).
 
-    With a fencing token, first claim the session: refused (Fenced) when a newer owner already did.
+    With a fencing token, first claim the session: refused (Fenced) unless the token is newer than every
+    token that claimed it before. Equal is refused too: tokens come from a Redis counter, and a Redis that
+    lost its data counts again from 1, so an equal token may be another process's (the caller raises the
+    counter above the stored token and tries again).
     """
     from agents.contract import ChatRequest
     from chat.live.queue import PendingItem
 
     session = Session.objects.select_for_update().get(id=session_id)
     if token is not None:
-        if session.owner_token > token:
-            raise Fenced(f"Session {session_id} is owned by a newer process.")
+        if session.owner_token >= token:
+            raise Fenced(
+                f"Session {session_id} was claimed with token {session.owner_token}.", session.owner_token
+            )
         Session.objects.filter(id=session_id).update(owner_token=token)
     rows = Message.objects.filter(session_id=session_id, role=Message.Role.USER)
     pending = [
@@ -254,6 +287,8 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
             item.order = next_order
             next_order += 1
     running = list(rows.filter(status=Message.RUNNING).values_list("message_id", flat=True))
+    # Steered into a turn that no process runs any more: they end with it (a turn runs only while owned).
+    rows.filter(status="steered").update(status="interrupted")
     seq_reserved = session.seq_reserved
     Session.objects.filter(id=session_id).update(seq_reserved=seq_reserved + seq_block)
     return StoredState(

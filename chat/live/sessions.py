@@ -49,7 +49,12 @@ Fanout = Callable[[dict[str, Any]], None]
 
 
 class NotOwner(Exception):
-    """Another process took the session while this one tried to load it."""
+    """Another process took the session while this one tried to load it. `token`: the newest fencing
+    token the database has seen for the session, when that is why."""
+
+    def __init__(self, session_id: str, token: int | None = None) -> None:
+        super().__init__(session_id)
+        self.token = token
 
 
 class Unavailable(DomainError):
@@ -262,8 +267,8 @@ class LiveSessions(ABC):
         a session this process dropped earlier."""
         try:
             state = await database_sync_to_async(load_state)(session_id, seq_block=SEQ_BLOCK, token=token)
-        except Fenced:
-            raise NotOwner(session_id) from None
+        except Fenced as exc:
+            raise NotOwner(session_id, exc.token) from None
         known = {item.request.message_id for item in state.pending} | set(state.running_message_ids)
         store = DjangoQueueStore(
             session_id, token=token, known=known, on_failure=lambda: self._spawn(self.fail(session_id))
@@ -287,11 +292,14 @@ class LiveSessions(ABC):
             next_order=state.next_order,
             gate=self.slots.gate(state.user_id),
         )
-        for message_id in state.running_message_ids:
-            # Its turn died with the process that ran it (docs/protocol.md §3.4).
-            await controller.interrupt_stored_turn(message_id)
-        # Messages stored while the session had no owner run now, unless the queue is paused.
-        await controller.kick()
+        try:
+            for message_id in state.running_message_ids:
+                # Its turn died with the process that ran it (docs/protocol.md §3.4).
+                await controller.interrupt_stored_turn(message_id)
+            # Messages stored while the session had no owner run now, unless the queue is paused.
+            await controller.kick()
+        except Fenced as exc:  # a newer owner claimed it meanwhile
+            raise NotOwner(session_id, exc.token) from None
         return controller, log
 
     def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
