@@ -21,7 +21,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite import __version__
-from agentsite.fields import StrictCharField
+from agentsite.authentication import authenticated_by_key
+from agentsite.errors import ApiError
+from agentsite.fields import StrictCharField, StrictDateTimeField
 from agentsite.models import ApiKey
 from agentsite.services import api_key_create, api_key_revoke
 
@@ -29,15 +31,26 @@ from agentsite.services import api_key_create, api_key_revoke
 class KeyListCreateApi(APIView):
     class InputSerializer(serializers.Serializer):
         name = StrictCharField(max_length=100, allow_blank=True, default="")
+        expires_at = StrictDateTimeField(required=False, allow_null=True, default=None)
 
     def get(self, request: Request) -> Response:
         keys = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
         return Response({"results": [key.to_dict() for key in keys], "next": None})
 
     def post(self, request: Request) -> Response:
+        if authenticated_by_key(request):
+            # A leaked key must not be able to outlive its revocation by minting others (§6.2).
+            raise ApiError(
+                403,
+                "key_cannot_create_keys",
+                "A request authenticated by an API key cannot create keys: create them in the portal (logged "
+                "in) or with `manage.py create_api_key`.",
+            )
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        key, secret = api_key_create(user=request.user, name=data.validated_data["name"])
+        key, secret = api_key_create(
+            user=request.user, name=data.validated_data["name"], expires_at=data.validated_data["expires_at"]
+        )
         body: dict[str, Any] = {**key.to_dict(), "key": secret}
         return Response(body, status=201)
 

@@ -25,3 +25,6 @@ class AgentsiteConfig(AppConfig):
             m2m=("groups", "user_permissions"),
         )
         track(Group, object_type="group", m2m=("permissions",))
+        from agentsite import signals
+
+        signals.connect()

@@ -14,6 +14,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from agentsite.credentials import Credential
 from agentsite.errors import RateLimited
 from agentsite.ratelimit import FAILED_KEYS_REASON, key_authenticate, request_address
 from agentsite.services import local_user
@@ -43,11 +44,24 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not bearer:
             raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api_key>'.")
         if attempt.user is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked api_key.")
+            raise exceptions.AuthenticationFailed("Invalid, revoked or expired api_key.")
         return attempt.user, value.strip()
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
+
+
+def authenticated_by_key(request: Request) -> bool:
+    return isinstance(request.successful_authenticator, ApiKeyAuthentication)
+
+
+def request_credential(request: Request) -> Credential:
+    """What an authenticated request authenticated with (a stream that outlives it follows it)."""
+    if authenticated_by_key(request):
+        return Credential.of_key(request.user.pk, request.auth)
+    if isinstance(request.successful_authenticator, CsrfSessionAuthentication):
+        return Credential(request.user.pk, session_key=request.session.session_key)
+    return Credential(request.user.pk)  # open mode's built-in user
 
 
 class CsrfSessionAuthentication(authentication.SessionAuthentication):

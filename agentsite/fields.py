@@ -52,3 +52,12 @@ class StrictChoiceField(serializers.ChoiceField):
         if not isinstance(data, str):
             raise serializers.ValidationError("Must be a string.")
         return super().to_internal_value(data)
+
+
+class StrictDateTimeField(serializers.DateTimeField):
+    """Only ISO 8601 strings (a time without an offset is UTC): numbers are refused, not read as epochs."""
+
+    def to_internal_value(self, data: object) -> Any:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be an ISO 8601 date and time (a string).")
+        return super().to_internal_value(data)

@@ -3,9 +3,10 @@ the audit trail's model, so that Django finds it with this app's models.)"""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import secrets
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from django.conf import settings
 from django.db import models
@@ -32,11 +33,28 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+KeyRefusal = Literal["revoked", "expired"]
+
+
+def key_refusal(
+    *, revoked_at: dt.datetime | None, expires_at: dt.datetime | None, now: dt.datetime
+) -> KeyRefusal | None:
+    """Why a key no longer authenticates (None: it does), whatever its user's state: the one rule, for
+    requests, socket handshakes and the open sockets' checks (agentsite/credentials.py)."""
+    if revoked_at is not None:
+        return "revoked"
+    if expires_at is not None and expires_at <= now:
+        return "expired"
+    return None
+
+
 class ApiKeyDict(TypedDict):
     id: str
     name: str
     prefix: str
     created_at: str
+    expires_at: str | None
+    expired: bool
     last_used_at: str | None
     revoked: bool
 
@@ -47,6 +65,7 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=DISPLAY_PREFIX_LENGTH, db_index=True)
     key_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -61,12 +80,21 @@ class ApiKey(models.Model):
     def revoked(self) -> bool:
         return self.revoked_at is not None
 
+    def refusal(self, now: dt.datetime | None = None) -> KeyRefusal | None:
+        return key_refusal(revoked_at=self.revoked_at, expires_at=self.expires_at, now=now or timezone.now())
+
+    @property
+    def expired(self) -> bool:
+        return self.refusal() == "expired"
+
     def to_dict(self) -> ApiKeyDict:
         return {
             "id": str(self.pk),
             "name": self.name,
             "prefix": self.prefix,
             "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at),
+            "expired": self.expired,
             "last_used_at": iso(self.last_used_at),
             "revoked": self.revoked,
         }

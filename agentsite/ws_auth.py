@@ -18,6 +18,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError
 from django.http.request import split_domain_port, validate_host
 
+from agentsite.credentials import Credential
 from agentsite.db import database_sync_to_async
 from agentsite.errors import rate_limited_message
 from agentsite.internals import SERVER_SEND
@@ -120,7 +121,8 @@ class WebSocketAuthMiddleware:
         if origin is not None and not origin_allowed(origin, scope):
             denier = WebsocketDenier()
             return await denier(scope, receive, send)
-        scope = {**scope, "auth_error": None, "api_key": None, SERVER_SEND: send}
+        # `credential`: what the socket authenticated with (agentsite/credentials.py closes it when that ends)
+        scope = {**scope, "auth_error": None, "credential": None, SERVER_SEND: send}
         api_keys = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
         if api_keys is None:
             return await self.cookie_stack(scope, receive, send)
@@ -134,12 +136,12 @@ class WebSocketAuthMiddleware:
             return await self.inner(scope, receive, send)
         if attempt.user is None:
             scope["user"] = AnonymousUser()
-            scope["auth_error"] = "Invalid or revoked api_key."
+            scope["auth_error"] = "Invalid, revoked or expired api_key."
             if attempt.retry_after:  # too many wrong keys from this address (docs/protocol.md §6.2)
                 scope["rate_limited"] = rate_limited_message(FAILED_KEYS_REASON, attempt.retry_after)
         else:
             scope["user"] = attempt.user
-            scope["api_key"] = api_keys[0]
+            scope["credential"] = Credential.of_key(attempt.user.pk, api_keys[0])
         return await self.inner(scope, receive, send)
 
 
@@ -152,10 +154,12 @@ class CookieUserMiddleware(BaseMiddleware):
         if _header(scope, b"origin") is not None and cookie_user is not None:
             authenticated = await database_sync_to_async(lambda: cookie_user.is_authenticated)()
         scope = dict(scope)
-        if authenticated:
+        if authenticated and cookie_user is not None:
             scope["user"] = cookie_user
+            scope["credential"] = Credential(cookie_user.pk, session_key=scope["session"].session_key)
         elif settings.AGENTSITE_AUTH == "open":
             scope["user"] = await database_sync_to_async(local_user)()
+            scope["credential"] = Credential(scope["user"].pk)
         else:
             scope["user"] = AnonymousUser()
             scope["auth_error"] = "Authentication required: pass ?api_key=<key> or log in."

@@ -17,6 +17,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentsite.authentication import request_credential
+from agentsite.credentials import Credential
 from agentsite.errors import ApiError
 from chat.inputs import ConfirmationReplyInput, parse, parse_message, query_flag
 from chat.live import UNAVAILABLE, live_sessions
@@ -154,7 +156,8 @@ class EventStreamApi(APIView):
             since = max(int(since_raw), 0) if since_raw is not None else None
         except ValueError:
             raise ApiError(400, "invalid", "since must be an integer event seq.") from None
-        response = StreamingHttpResponse(_sse(session.id, since), content_type="text/event-stream")
+        stream = _sse(session.id, since, request_credential(request))
+        response = StreamingHttpResponse(stream, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -171,11 +174,30 @@ def _closed_error(session_id: str) -> dict[str, Any]:
     return {"type": "error", "data": {"code": "closed", "message": f"Session {session_id} is closed"}}
 
 
-async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
+_ACCOUNT_ENDED: dict[str, Any] = {"type": "__account_ended__"}
+
+
+class _Stream:
+    """An SSE stream as the account watch sees it (agentsite/credentials.py)."""
+
+    __slots__ = ("queue", "reason")
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.reason = ""
+
+    def account_ended(self, reason: str) -> None:
+        self.reason = reason
+        self.queue.put_nowait(_ACCOUNT_ENDED)
+
+
+async def _sse(session_id: str, since: int | None, credential: Credential) -> AsyncIterator[str]:
     live = live_sessions()
     attachment = await live.attach(session_id, since)
     snapshot, last_seq = attachment.snapshot, attachment.last_seq
     sent = attachment.position
+    stream = _Stream(attachment.queue)
+    live.accounts.add(stream, credential)
     try:
         yield _sse_frame(
             {"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": last_seq}
@@ -203,6 +225,11 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
                     yield ": keep-alive\n\n"
                 continue
             idle = 0.0
+            if event is _ACCOUNT_ENDED:  # as a socket is closed with 4401
+                yield _sse_frame(
+                    {"type": "error", "data": {"code": "unauthorized", "message": stream.reason}}
+                )
+                return
             if event is UNAVAILABLE:  # as a socket is closed with 1012: reconnect with Last-Event-ID
                 message = "The session cannot go on in this server process now; reconnect to resume."
                 yield _sse_frame({"type": "error", "data": {"code": "unavailable", "message": message}})
@@ -214,4 +241,5 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
                 sent = seq
             yield _sse_frame(event)
     finally:
+        live.accounts.discard(stream)
         await live.detach(attachment)

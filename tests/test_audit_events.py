@@ -119,9 +119,10 @@ def test_setup_records_the_first_account_and_its_login(client: Client, db: Any) 
 # --- API keys -------------------------------------------------------------------------------------------
 
 
-def test_key_creation_and_revocation_over_rest(api: Any, alice: Any, alice_key: str) -> None:
+def test_key_creation_and_revocation_over_rest(client: Client, api: Any, alice: Any, alice_key: str) -> None:
     clear()
-    created = api(alice_key).post("/api/v1/auth/keys", {"name": "laptop"}).json()
+    client.force_login(alice)  # keys are made by a logged-in browser session, never by a key (§6.2)
+    created = api(None).post("/api/v1/auth/keys", {"name": "laptop"}).json()
     entry = only("key.create")
     assert (entry.user_id, entry.address, entry.object_type) == (alice.pk, "127.0.0.1", "api_key")
     assert entry.object_id == created["id"] and entry.details["name"] == "laptop"
@@ -370,13 +371,14 @@ def test_a_change_is_not_kept_without_its_entry(client: Client, staff: Any, refu
     key = factories.api_key(staff)
     client.raise_request_exception = False
     staff_api = factories.JsonClient(client, key)
+    client.force_login(staff)  # keys are made by a logged-in browser session, never by a key (§6.2)
     refuse_inserts_into(AuditEntry._meta.db_table)
 
     assert staff_api.patch("/api/v1/agents/default", {"model": "other"}).status_code == 500
     assert Agent.objects.get(name="default").model == "", "the change went with its entry"
     assert staff_api.put("/api/v1/agents/default/tools/shell", {"enabled": False}).status_code == 500
     assert not ToolSetting.objects.exists()
-    assert staff_api.post("/api/v1/auth/keys", {"name": "x"}).status_code == 500
+    assert factories.JsonClient(client, None).post("/api/v1/auth/keys", {"name": "x"}).status_code == 500
     assert staff.api_keys.count() == 1, "no key without its key.create entry"
 
 

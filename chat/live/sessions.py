@@ -24,6 +24,7 @@ from django.conf import settings
 
 from agents.contract import Runtime
 from agents.tools import registry as tool_registry
+from agentsite.credentials import AccountWatch
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError
@@ -115,6 +116,8 @@ class LiveSessions(ABC):
             max_concurrent_turns=max_concurrent_turns or settings.AGENTSITE_MAX_CONCURRENT_TURNS,
         )
         self.sockets = Sockets()
+        # Sockets and SSE streams by what they authenticated with: closed when that ends (on any process).
+        self.accounts = AccountWatch()
         # A user's turns at once, across the deployment (the cluster counts them in Redis).
         self.slots = TurnSlots(settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
         self._started = False
@@ -134,6 +137,7 @@ class LiveSessions(ABC):
             if self._started:
                 return
             await self._start()
+            await self.accounts.start()
             self._janitor = asyncio.get_running_loop().create_task(self._evict_idle_forever())
             self._started = True
 
@@ -144,6 +148,7 @@ class LiveSessions(ABC):
         if self._janitor is not None:
             self._janitor.cancel()
             await asyncio.gather(self._janitor, return_exceptions=True)
+        await self.accounts.stop()
         await self._stop_sessions()
         await self.registry.shutdown()
         await tool_registry.shutdown()  # no ACP runner outlives the server

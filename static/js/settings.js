@@ -11,6 +11,13 @@
 
   // API keys: the new key is shown once, with a Copy button; a row joins the table.
   const keyForm = $("key-form");
+  const dateTime = (iso) => iso.slice(0, 16).replace("T", " ");
+  window.agentsiteKeyBody = function () {
+    const days = Number($("key-expires").value);
+    const body = { name: $("key-name").value };
+    if (days) body.expires_at = new Date(Date.now() + days * 86400000).toISOString();
+    return body;
+  };
   if (keyForm) {
     keyForm.addEventListener("api:done", (e) => {
       const key = e.detail;
@@ -23,7 +30,8 @@
       if (empty) empty.remove();
       const tr = document.createElement("tr");
       tr.dataset.row = "";
-      const cells = [key.name || "(unnamed)", key.prefix + "…", key.created_at.slice(0, 16).replace("T", " "), "never"];
+      const expires = key.expires_at ? dateTime(key.expires_at) : "never";
+      const cells = [key.name || "(unnamed)", key.prefix + "…", dateTime(key.created_at), expires, "never"];
       for (const text of cells) {
         const td = document.createElement("td");
         td.textContent = text;
@@ -42,6 +50,7 @@
       tr.appendChild(td);
       tbody.prepend(tr);
       $("key-name").value = "";
+      $("key-expires").value = "";
     });
   }
 

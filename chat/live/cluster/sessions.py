@@ -106,8 +106,7 @@ class ClusterSessions(LiveSessions):
             on_lost=self._lost,
         )
         await self.ownership.start()
-        self.slots = RedisTurnSlots(self.redis, settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
-        self.slots.start()
+        self.slots = RedisTurnSlots(self.redis, settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS).start()
         self.watch = Watch(self)
         self.watch.start()
 
@@ -116,8 +115,7 @@ class ClusterSessions(LiveSessions):
             await self.watch.stop()
 
     async def _stop(self) -> None:
-        if isinstance(self.slots, RedisTurnSlots):
-            await self.slots.stop()
+        await self.slots.stop()
         await asyncio.gather(*(relay.aclose() for relay in self._relays.values()))
         self._relays.clear()
         if self.ownership is not None:
