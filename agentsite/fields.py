@@ -1,4 +1,5 @@
-"""Serializer fields that refuse type coercion (docs/protocol.md: `"steer": "yes"` is an error, not True)."""
+"""Serializer fields that refuse type coercion (docs/protocol.md: `"steer": "yes"` is an error, not True),
+and the one reading of a true/false query parameter."""
 
 from __future__ import annotations
 
@@ -52,3 +53,32 @@ class StrictChoiceField(serializers.ChoiceField):
         if not isinstance(data, str):
             raise serializers.ValidationError("Must be a string.")
         return super().to_internal_value(data)
+
+
+class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A related row's id as a JSON string (or null where allowed): DRF takes `""` for null and looks up
+    `5` as `"5"`; neither is an id."""
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data == "":
+            raise serializers.ValidationError("Must be an id, or null.")
+        return super().run_validation(data)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+FLAG_TRUE, FLAG_FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def query_flag(raw: str | None, name: str) -> bool:
+    """A true/false query parameter (`?archived=`, `?unread_only=`, `?hide=`): `true|false|1|0|yes|no` in any
+    case; absent or empty is false; anything else is 400 `invalid`."""
+    from agentsite.errors import ApiError
+
+    value = (raw or "").strip().lower()
+    if value in FLAG_TRUE or value in FLAG_FALSE or value == "":
+        return value in FLAG_TRUE
+    raise ApiError(400, "invalid", f"{name} must be true or false.", fields={name: ["must be true or false"]})

@@ -392,6 +392,43 @@ def test_messages_are_listed_oldest_first_with_their_fields(api: Any, alice: Any
     assert second["usage"] == {"total_tokens": 3}
 
 
+def test_messages_page_with_limit_and_cursor_oldest_first(api: Any, alice: Any, alice_key: str) -> None:
+    """Issue 14: `?limit=` was ignored here, even `limit=abc`."""
+    from django.utils import timezone
+
+    session = factories.session(alice, session_id="one")
+    same_instant = timezone.now()
+    for index in range(5):
+        session.messages.create(message_id=f"m{index}", role="user", content="hi", entered_at=same_instant)
+
+    seen: list[str] = []
+    cursor = None
+    while True:
+        url = f"{SESSIONS}/one/messages?limit=2" + (f"&cursor={cursor}" if cursor else "")
+        body = api(alice_key).get(url).json()
+        assert len(body["results"]) <= 2
+        seen += [m["message_id"] for m in body["results"]]
+        if (cursor := body["next"]) is None:
+            break
+    assert seen == [f"m{index}" for index in range(5)]
+    error = assert_error(api(alice_key).get(f"{SESSIONS}/one/messages?limit=abc"), 400, "invalid")
+    assert error["message"] == "limit must be an integer between 1 and 500."
+
+
+def test_the_event_stream_answers_json_errors_to_an_event_source(
+    api: Any, alice: Any, alice_key: str
+) -> None:
+    """A browser's EventSource sends `Accept: text/event-stream`: it got 406 from the JSON-only API."""
+    factories.session(alice, session_id="gone")
+    api(alice_key).delete(f"{SESSIONS}/gone")
+    accept = {"HTTP_ACCEPT": "text/event-stream", "HTTP_AUTHORIZATION": f"Bearer {alice_key}"}
+    from django.test import Client
+
+    client = Client()
+    assert_error(client.get(f"{SESSIONS}/gone/events", **accept), 409, "session_closed")
+    assert_error(client.get(f"{SESSIONS}/missing/events", **accept), 404, "not_found")
+
+
 # --- method and misc ------------------------------------------------------------------------------
 
 
