@@ -471,3 +471,37 @@ async def test_a_chunked_body_over_the_limit_is_413(alice_key, settings):
         )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "too_large"
+
+
+def test_closing_a_session_whose_turn_no_process_ends_lists_it_cancelled(
+    api: Any, alice: Any, alice_key: str
+) -> None:
+    """A running message left by a process that is gone was listed `closed`, not a status of the history."""
+    from django.utils import timezone
+
+    session = factories.session(alice, session_id="one")
+    session.messages.create(
+        message_id="m1", role="user", content="hi", status="running", entered_at=timezone.now()
+    )
+    session.messages.create(message_id="m2", role="user", content="next", status="pending")
+    assert api(alice_key).delete(f"{SESSIONS}/one").status_code == 200
+    history = api(alice_key).get(f"{SESSIONS}/one/messages").json()["results"]
+    assert [(m["message_id"], m["status"]) for m in history] == [("m1", "cancelled")]
+
+
+def test_the_migration_takes_restored_and_closed_rows_out_of_the_history_statuses(alice: Any) -> None:
+    import importlib
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    migration = importlib.import_module("chat.migrations.0007_restored_messages_leave_the_history")
+    session = factories.session(alice, session_id="old")
+    now = timezone.now()
+    for message_id, status in [("restored", "pending"), ("cut", "closed"), ("done", "completed")]:
+        session.messages.create(
+            message_id=message_id, role="user", content="x", status=status, entered_at=now
+        )
+    migration.forwards(apps, None)
+    listed = {m.message_id: m.status for m in session.messages.filter(entered_at__isnull=False)}
+    assert listed == {"cut": "cancelled", "done": "completed"}
