@@ -191,11 +191,11 @@ socket with 1009.
 - Client frames: `ping`; `message {content, message_id?, steer?, config?, approval_mode?, model?}` (the body
   of `POST …/messages`); `steer {message_id}`; `remove {message_id}`; `cancel`;
   `confirmation_reply {confirmation_id, approved, option_id?}`.
-- Server events (each but `pong`, `error` and `connected` with a per-session `seq`): `message_status`,
-  `delta`, `thinking`, `tool_call`, `tool_result`, `delegate_update`, `confirmation_request`,
-  `confirmation_resolved`, `final_answer`, `result`, `resync`; `error {code, message, message_id?}` goes
-  to the socket whose frame caused it. A socket whose session cannot go on is closed with 1012 (reconnect
-  with `?since=`).
+- Server events, each with a per-session `seq`: `message_status`, `delta`, `thinking`, `tool_call`,
+  `tool_result`, `delegate_update`, `confirmation_request`, `confirmation_resolved`, `final_answer`,
+  `result`; without one: `pong`, `resync {snapshot, last_seq}` and `error {code, message, message_id?}`,
+  which goes to the socket whose frame caused it. A socket whose session cannot go on is closed with 1012
+  (reconnect with `?since=`).
 
 `GET /api/v1/chat/sessions/{session_id}/events` streams the same events as Server-Sent Events.
 """

@@ -85,6 +85,13 @@ def test_create_key_with_wrong_name_type_is_refused(api: Any, alice_key: str) ->
     assert "name" in error["fields"]
 
 
+def test_a_name_longer_than_the_limit_as_sent_is_refused(api: Any, alice_key: str) -> None:
+    """The limit holds for the text as sent: DRF counted it after trimming ("\r" + 100 characters passed)."""
+    error = assert_error(api(alice_key).post(KEYS, {"name": "\r" + "x" * 100}), 400, "invalid")
+    assert "name" in error["fields"]
+    assert api(alice_key).post(KEYS, {"name": "  padded  "}).json()["name"] == "padded"
+
+
 def test_list_shows_only_own_keys(api: Any, alice_key: str, bob_key: str) -> None:
     api(bob_key).post(KEYS, {"name": "bob-second"})
 

@@ -52,7 +52,8 @@ OUTBOUND = r"^/api/v1/providers/\{id\}/test$"
 class Live:
     server: RunningServer
     key: str
-    seeds: dict[str, list[str]] = field(default_factory=dict)  # path parameter → values to name
+    seeds: dict[str, Any] = field(default_factory=dict)  # tests/support/fuzz_hooks.py says what they are
+    own_key_id: str = ""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -74,6 +75,7 @@ class Live:
             **os.environ,
             "SCHEMATHESIS_HOOKS": "tests.support.fuzz_hooks",
             "AGENTSITE_FUZZ_SEEDS": json.dumps(self.seeds),
+            "AGENTSITE_FUZZ_OWN_KEY_ID": self.own_key_id,
             "PYTHONPATH": str(ROOT),
         }
         output = self.report.open("w")
@@ -91,59 +93,79 @@ def _ok(response: httpx.Response) -> Any:
     return response.json() if response.content else None
 
 
-def _seed_member(http: httpx.Client) -> dict[str, list[str]]:
+TEXT_JOB = {
+    "name": "fuzz job",
+    "schedule": {"type": "interval", "every_seconds": 3600},
+    "task_type": "text",
+    "text": "a note",
+}
+
+
+def _seed_member(http: httpx.Client) -> dict[str, Any]:
     """Objects of every kind the member's operations name, made through the API; each list of names also
-    holds one that names nothing."""
-    open_id, closed_id = "fuzz-open", "fuzz-closed"
-    _ok(http.post("/api/v1/chat/sessions", json={"session_id": open_id, "title": "fuzz"}))
-    _ok(http.post("/api/v1/chat/sessions", json={"session_id": closed_id}))
-    _ok(
-        http.post(f"/api/v1/chat/sessions/{open_id}/messages", json={"content": "hello", "message_id": "m-1"})
-    )
-    _ok(http.delete(f"/api/v1/chat/sessions/{closed_id}"))
-    _ok(http.put(f"/api/v1/chat/sessions/{open_id}/files/notes/todo.txt", content=b"write the tests\n"))
-    job = _ok(
-        http.post(
-            "/api/v1/cron/jobs",
-            json={
-                "name": "fuzz job",
-                "schedule": {"type": "interval", "every_seconds": 3600},
-                "task_type": "text",
-                "text": "a note",
-                "dispatch": {"target": {"session_id": open_id}},
-            },
+    holds one that names nothing, and `delete` names those kept for DELETE."""
+    sessions = ("fuzz-open", "fuzz-closed", "fuzz-spare")
+    for session_id in sessions:
+        _ok(http.post("/api/v1/chat/sessions", json={"session_id": session_id}))
+    message = {"content": "hello", "message_id": "m-1"}
+    _ok(http.post("/api/v1/chat/sessions/fuzz-open/messages", json=message))
+    _ok(http.delete("/api/v1/chat/sessions/fuzz-closed"))
+    _ok(http.put("/api/v1/chat/sessions/fuzz-open/files/notes/todo.txt", content=b"write the tests\n"))
+    jobs = [
+        _ok(
+            http.post(
+                "/api/v1/cron/jobs", json={**TEXT_JOB, "dispatch": {"target": {"session_id": "fuzz-open"}}}
+            )
         )
-    )
-    _ok(http.post(f"/api/v1/cron/jobs/{job['id']}/run"))
+        for _ in range(2)
+    ]
+    for job in jobs:
+        _ok(http.post(f"/api/v1/cron/jobs/{job['id']}/run"))
     deadline = time.monotonic() + 10
     items: list[dict[str, Any]] = []
-    while not items and time.monotonic() < deadline:
+    while len(items) < 2 and time.monotonic() < deadline:
         items = _ok(http.get("/api/v1/inbox"))["results"]
         time.sleep(0.1)
-    assert items, "the text job's run added no inbox item"
+    assert len(items) == 2, "the text jobs' runs added no inbox items"
     spare = _ok(http.post("/api/v1/auth/keys", json={"name": "spare"}))
     return {
-        "session_id": [open_id, closed_id, "no-such-session"],
+        "session_id": ["fuzz-open", "fuzz-closed", "no-such-session"],
         "message_id": ["m-1", "no-such-message"],
         "path": ["notes/todo.txt", "notes", "missing.txt"],
-        "job_id": [job["id"], "no-such-job"],
+        "job_id": [jobs[0]["id"], "no-such-job"],
         "item_id": [items[0]["id"], "no-such-item"],
-        "key_id": [spare["id"], "0"],  # never the key the fuzzer authenticates with
+        "key_id": [spare["id"], "0"],
         "name": ["default", "no-such-agent"],
         "tool": ["read_file", "no_such_tool"],
+        "delete": {
+            "session_id": ["fuzz-spare"],
+            "job_id": [jobs[1]["id"]],
+            "item_id": [items[1]["id"]],
+            "key_id": [spare["id"]],
+        },
     }
 
 
-def _seed_staff(http: httpx.Client) -> dict[str, list[str]]:
-    provider = {"id": "fuzz-provider", "name": "Fuzz", "base_url": "http://127.0.0.1:9/v1", "models": ["m"]}
-    _ok(http.post("/api/v1/providers", json=provider))
-    _ok(http.put("/api/v1/agents/default/config/acp/fuzz-runner", json={"command": "true"}))
+def _seed_staff(http: httpx.Client) -> dict[str, Any]:
+    for provider_id in ("fuzz-provider", "fuzz-spare"):
+        body = {"id": provider_id, "name": "Fuzz", "base_url": "http://127.0.0.1:9/v1", "models": ["m"]}
+        _ok(http.post("/api/v1/providers", json=body))
+    _ok(http.post("/api/v1/agents", json={"name": "fuzz-spare"}))
+    for runner in ("fuzz-runner", "fuzz-spare"):
+        _ok(http.put(f"/api/v1/agents/default/config/acp/{runner}", json={"command": "true"}))
     return {
         "name": ["default", "no-such-agent"],
         "tool": ["read_file", "shell", "no_such_tool"],
         "runner": ["fuzz-runner", "no-such-runner"],
         "id": ["fuzz-provider", "no-such-provider"],
+        "delete": {"name": ["fuzz-spare"], "runner": ["fuzz-spare"], "id": ["fuzz-spare"]},
     }
+
+
+def _key_id(http: httpx.Client, key: str) -> str:
+    """The id of the key the fuzzer authenticates with (the hooks never let it be revoked)."""
+    keys = _ok(http.get("/api/v1/auth/keys"))["results"]
+    return next(item["id"] for item in keys if key.startswith(item["prefix"]))
 
 
 @contextmanager
@@ -156,6 +178,7 @@ def _live(tmp_path: Path, *, staff: bool) -> Iterator[Live]:
             live = Live(server=server, key=key)
             with httpx.Client(base_url=server.base_url, headers=live.headers, timeout=30) as http:
                 live.seeds = _seed_staff(http) if staff else _seed_member(http)
+                live.own_key_id = _key_id(http, key)
             yield live
             assert "Traceback" not in server.log(), server.log()[-5000:]
 
@@ -205,6 +228,8 @@ def _conforms(fuzzed: Fuzzed) -> None:
 
 def test_every_operation_conforms_for_a_member(fuzzed: dict[str, Fuzzed]) -> None:
     _conforms(fuzzed["member"])
+    member = fuzzed["member"].live  # and its key was never revoked, so every case ran authenticated
+    assert httpx.get(f"{member.server.base_url}/api/v1/auth/keys", headers=member.headers).status_code == 200
 
 
 def test_site_configuration_conforms_for_staff(fuzzed: dict[str, Fuzzed]) -> None:
