@@ -12,8 +12,9 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
-from rest_framework import exceptions, serializers
+from rest_framework import exceptions, generics
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -23,20 +24,36 @@ from rest_framework.views import APIView
 from agentsite import __version__
 from agentsite.authentication import authenticated_by_key
 from agentsite.errors import ApiError
-from agentsite.fields import StrictCharField, StrictDateTimeField
-from agentsite.models import ApiKey
+from agentsite.models import ApiKey, integer_pk
+from agentsite.openapi import PAGE_PARAMETERS, errors, page_of
+from agentsite.serializers import (
+    ApiKeyCreatedSerializer,
+    ApiKeySerializer,
+    KeyCreateSerializer,
+    KeyRevokedSerializer,
+    VersionSerializer,
+)
 from agentsite.services import api_key_create, api_key_revoke
 
 
-class KeyListCreateApi(APIView):
-    class InputSerializer(serializers.Serializer):
-        name = StrictCharField(max_length=100, allow_blank=True, default="")
-        expires_at = StrictDateTimeField(required=False, allow_null=True, default=None)
-
+class KeyListCreateApi(generics.GenericAPIView):
+    @extend_schema(
+        operation_id="auth_keys_list", parameters=PAGE_PARAMETERS, responses=page_of(ApiKeySerializer)
+    )
     def get(self, request: Request) -> Response:
         keys = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
-        return Response({"results": [key.to_dict() for key in keys], "next": None})
+        page = self.paginate_queryset(keys)
+        return self.get_paginated_response([key.to_dict() for key in page])
 
+    @extend_schema(
+        operation_id="auth_keys_create",
+        examples=[OpenApiExample("A key for a script", {"name": "backup script"}, request_only=True)],
+        request=KeyCreateSerializer,
+        responses={
+            201: ApiKeyCreatedSerializer,
+            **errors({403: "key_cannot_create_keys: a request authenticated by a key cannot make keys"}),
+        },
+    )
     def post(self, request: Request) -> Response:
         if authenticated_by_key(request):
             # A leaked key must not be able to outlive its revocation by minting others (§6.2).
@@ -46,7 +63,7 @@ class KeyListCreateApi(APIView):
                 "A request authenticated by an API key cannot create keys: create them in the portal (logged "
                 "in) or with `manage.py create_api_key`.",
             )
-        data = self.InputSerializer(data=request.data)
+        data = KeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         key, secret = api_key_create(
             user=request.user, name=data.validated_data["name"], expires_at=data.validated_data["expires_at"]
@@ -56,8 +73,12 @@ class KeyListCreateApi(APIView):
 
 
 class KeyDetailApi(APIView):
+    @extend_schema(
+        operation_id="auth_keys_revoke",
+        responses={200: KeyRevokedSerializer, **errors({404: "not_found: no such key of yours"})},
+    )
     def delete(self, request: Request, key_id: str) -> Response:
-        key = get_object_or_404(ApiKey, pk=key_id if key_id.isdigit() else -1, user=request.user)
+        key = get_object_or_404(ApiKey, pk=integer_pk(key_id) or -1, user=request.user)
         api_key_revoke(key=key)
         return Response({"id": str(key.pk), "revoked": True})
 
@@ -66,6 +87,7 @@ class VersionApi(APIView):
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
 
+    @extend_schema(operation_id="version", responses=VersionSerializer)
     def get(self, request: Request) -> Response:
         return Response({"version": __version__, "api": "v1"})
 

@@ -65,14 +65,21 @@ class RateLimited(exceptions.Throttled):
         self.wait = retry_after
 
 
-def _flatten(detail: Any) -> Any:
+def _fields(detail: Any, path: str = "") -> dict[str, list[str]]:
+    """DRF's validation detail as the contract's `fields`: each problem under its field's name, a nested one
+    under its dotted path (`allowed_models.0`, `env.HOME`), as pydantic-validated bodies name them too."""
     if isinstance(detail, dict):
-        return {key: _flatten(value) for key, value in detail.items()}
-    if isinstance(detail, list):
-        if all(not isinstance(item, (dict, list)) for item in detail):
-            return [str(item) for item in detail]
-        return [_flatten(item) for item in detail]
-    return [str(detail)]
+        found: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            found.update(_fields(value, f"{path}.{key}" if path else str(key)))
+        return found
+    if isinstance(detail, list) and any(isinstance(item, (dict, list)) for item in detail):
+        found = {}
+        for index, item in enumerate(detail):  # a list of nested objects: {} for each valid one
+            found.update(_fields(item, f"{path}.{index}" if path else str(index)))
+        return found
+    problems = detail if isinstance(detail, list) else [detail]
+    return {path or "non_field_errors": [str(problem) for problem in problems]}
 
 
 _CODES = {
@@ -108,14 +115,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        detail = exc.detail
-        fields = _flatten(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten(detail)}
-        first = next(iter(fields.items()), None)
+        fields = _fields(exc.detail)
+        first = next(((name, problems) for name, problems in fields.items() if problems), None)
         message = "Invalid input."
         if first is not None:
             name, problems = first
-            if isinstance(problems, list) and problems and isinstance(problems[0], str):
-                message = f"{name}: {problems[0]}" if name != "non_field_errors" else problems[0]
+            message = f"{name}: {problems[0]}" if name != "non_field_errors" else problems[0]
         response.data = error_body("invalid", message, fields)
         return response
     if isinstance(exc, exceptions.ParseError):

@@ -37,9 +37,18 @@ from agents.sandbox.site import workspace_dir
 from agents.tools.base import ToolError
 from agents.tools.workspace import open_folder, open_inside, resolve_in_workspace
 from agentsite.errors import ApiError
+from agentsite.fields import query_flag
 from agentsite.isotime import iso
+from agentsite.negotiation import OwnBytesNegotiation
+from agentsite.openapi import errors, flag_parameter
 from chat.files_preview import preview
 from chat.models import Session
+from chat.serializers import (
+    FileDeletedSerializer,
+    FileEntrySerializer,
+    FileListingSerializer,
+    FilePreviewSerializer,
+)
 from chat.services import session_get_for_user, session_get_open_for_user
 
 CHUNK = 64 * 1024
@@ -130,30 +139,13 @@ def _page_params(request: Request) -> tuple[int, int]:
 
 
 PATH_PARAM = OpenApiParameter("path", str, OpenApiParameter.QUERY, description="A folder; default: the root")
-LIMIT_PARAM = OpenApiParameter("limit", int, OpenApiParameter.QUERY, description=f"1-{LIST_MAX}")
+LIMIT_PARAM = OpenApiParameter(
+    "limit", {"type": "integer", "minimum": 1, "maximum": LIST_MAX}, description=f"1-{LIST_MAX} (default 200)"
+)
 CURSOR_PARAM = OpenApiParameter("cursor", str, OpenApiParameter.QUERY, description="`next` of the last page")
-ENTRY_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "path": {"type": "string"},
-        "type": {"type": "string", "enum": ["file", "directory", "symlink", "other"]},
-        "size": {"type": "integer", "nullable": True},
-        "modified_at": {"type": "string", "format": "date-time"},
-    },
-}
-LISTING_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "results": {"type": "array", "items": ENTRY_SCHEMA},
-        "next": {"type": "string", "nullable": True},
-    },
-}
-ERRORS = {
-    400: OpenApiResponse(description="invalid_path: absolute, `..` out of the workspace, or a symlink out"),
-    404: OpenApiResponse(description="not_found: no such session (or another user's), or no such file"),
-}
+NOT_FOUND = "not_found: no such session (or another user's), or no such file"
+INVALID_PATH = "invalid_path: absolute, `..` out of the workspace, or a symlink out"
+CLOSED = "session_closed: the session is closed"
 
 
 class FileListApi(APIView):
@@ -162,7 +154,15 @@ class FileListApi(APIView):
     @extend_schema(
         operation_id="chat_session_files_list",
         parameters=[PATH_PARAM, LIMIT_PARAM, CURSOR_PARAM],
-        responses={200: LISTING_SCHEMA, **ERRORS},
+        responses={
+            200: FileListingSerializer,
+            **errors(
+                {
+                    400: f"{INVALID_PATH}; not_a_directory; invalid: limit or cursor",
+                    404: NOT_FOUND,
+                }
+            ),
+        },
     )
     def get(self, request: Request, session_id: str) -> Response:
         _, workspace = _workspace(request, session_id)
@@ -183,16 +183,21 @@ class FileListApi(APIView):
 class FileApi(APIView):
     """`GET|PUT|DELETE /chat/sessions/{id}/files/{path}`."""
 
+    content_negotiation_class = OwnBytesNegotiation  # an <img> or a download asks for the file's own type
+
     @extend_schema(
         operation_id="chat_session_file_get",
         parameters=[
-            OpenApiParameter("download", bool, OpenApiParameter.QUERY, description="as an attachment"),
-            OpenApiParameter("preview", bool, OpenApiParameter.QUERY, description="a JSON preview instead"),
+            flag_parameter("download", "As an attachment, whatever its type"),
+            flag_parameter("preview", "A JSON preview instead of the bytes"),
         ],
         responses={
-            (200, "application/octet-stream"): OpenApiTypes.BINARY,
-            (200, "application/json"): OpenApiTypes.OBJECT,  # ?preview=1: {kind, content?, html?, ...}
-            **ERRORS,
+            # The bytes with the file's own type (a .json file's too); ?preview=1 the JSON preview.
+            (200, "*/*"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The file, or ?preview=1 its preview"
+            ),
+            (200, "application/json"): OpenApiResponse(FilePreviewSerializer, description="?preview=1"),
+            **errors({400: f"{INVALID_PATH}; not_a_file: a folder", 404: NOT_FOUND}),
         },
     )
     def get(self, request: Request, session_id: str, path: str) -> HttpResponseBase:
@@ -202,21 +207,30 @@ class FileApi(APIView):
             raise _not_found(path)
         if target.is_dir():
             raise ApiError(400, "not_a_file", f"'{path}' is a folder; list it with GET …/files?path=.")
+        as_preview = query_flag(request.query_params.get("preview"), "preview")
+        download = query_flag(request.query_params.get("download"), "download")
         fd = _open_inside(workspace, target, path)
-        if request.query_params.get("preview") in ("1", "true"):
+        if as_preview:
             with os.fdopen(fd, "rb") as handle:
                 return Response(preview(handle, name=target.name, path=_relative(path)))
-        return _stream(fd, target.name, download=request.query_params.get("download") in ("1", "true"))
+        return _stream(fd, target.name, download=download)
 
     @extend_schema(
         operation_id="chat_session_file_put",
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={
-            200: ENTRY_SCHEMA,
-            201: ENTRY_SCHEMA,
-            409: OpenApiResponse(description="session_closed"),
-            413: OpenApiResponse(description="too_large: over AGENTSITE_MAX_UPLOAD_BYTES"),
-            **ERRORS,
+            200: OpenApiResponse(
+                FileEntrySerializer, description="An existing file (or symlink) was replaced"
+            ),
+            201: OpenApiResponse(FileEntrySerializer, description="A new file"),
+            **errors(
+                {
+                    400: INVALID_PATH,
+                    404: NOT_FOUND,
+                    409: f"{CLOSED}; is_a_directory; conflict: a folder could not be created",
+                    413: "too_large: over AGENTSITE_MAX_UPLOAD_BYTES",
+                }
+            ),
         },
     )
     def put(self, request: Request, session_id: str, path: str) -> Response:
@@ -237,7 +251,12 @@ class FileApi(APIView):
 
     @extend_schema(
         operation_id="chat_session_file_delete",
-        responses={200: OpenApiResponse(description="{path, deleted: true}"), **ERRORS},
+        responses={
+            200: FileDeletedSerializer,
+            **errors(
+                {400: f"{INVALID_PATH}; the workspace itself cannot be deleted", 404: NOT_FOUND, 409: CLOSED}
+            ),
+        },
     )
     def delete(self, request: Request, session_id: str, path: str) -> Response:
         """A file or symlink (never what it points at), or a folder with everything in it."""

@@ -123,8 +123,10 @@ def session_forget(*, session: Session) -> Session:
 
 @transaction.atomic
 def session_close(*, session: Session) -> Session:
-    """Close the session's rows: the live controller is closed by the caller (SessionService)."""
-    Message.objects.filter(session=session, status__in=Message.ACTIVE_STATES).update(status="closed")
+    """Close the session's rows: the live controller is closed by the caller (SessionService). A turn it
+    did not end (its owner is gone) reads `cancelled`, as closing cancels it; the queue is `closed`."""
+    Message.objects.filter(session=session, status=Message.RUNNING).update(status="cancelled")
+    Message.objects.filter(session=session, status=Message.PENDING).update(status="closed")
     session.mark_closed()
     return session
 

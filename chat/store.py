@@ -139,6 +139,10 @@ class DjangoQueueStore:
         if status in ENTERS_HISTORY:
             assignments.append("entered_at = COALESCE(entered_at, %s)")
             params.append(_ENTERED_AT.get_db_prep_save(timezone.now(), connection))
+        elif status == Message.PENDING:
+            # Back in the queue (a steer the model never read, restored by a cancel or an error): it leaves
+            # the conversation until its own turn starts or it is steered again; the snapshot shows it.
+            assignments.append("entered_at = NULL")
         params += [self.session_id, request.message_id, Message.Role.USER]
         with connection.cursor() as cursor:
             cursor.execute(

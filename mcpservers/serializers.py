@@ -87,3 +87,47 @@ class McpServerInputSerializer(serializers.Serializer):
                 if reason is not None:
                     raise serializers.ValidationError({"url": [reason]})
         return attrs
+
+
+class McpToolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+
+
+class McpStatusSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(["unchecked", "ok", "error"])
+    message = serializers.CharField(allow_null=True)
+    checked_at = serializers.DateTimeField(allow_null=True)
+    tools = McpToolSerializer(many=True)
+
+
+class McpServerSerializer(serializers.Serializer):
+    """SERVER as the API answers it (`McpServer.to_dict()`): `env` and `headers` values masked."""
+
+    enabled = serializers.BooleanField()
+    transport = serializers.ChoiceField(list(TRANSPORTS))
+    command = serializers.CharField(allow_null=True)
+    args = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    env = serializers.DictField(child=serializers.CharField(), help_text='Each value is "***" (write-only).')
+    url = serializers.CharField(allow_null=True)
+    headers = serializers.DictField(child=serializers.CharField(), help_text='Each value is "***".')
+    trusted_tools = serializers.ListField(child=serializers.CharField())
+    trusted = serializers.BooleanField()
+    timeout_seconds = serializers.IntegerField(min_value=1, max_value=MAX_TIMEOUT_SECONDS)
+    sandbox_paths = serializers.ListField(child=serializers.CharField())
+    status = McpStatusSerializer(read_only=True)
+
+
+class McpServerListSerializer(serializers.Serializer):
+    servers = serializers.DictField(child=McpServerSerializer(), help_text="The agent's servers by name.")
+
+
+class McpErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class McpTestSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    tools = McpToolSerializer(many=True)
+    error = McpErrorSerializer(required=False)

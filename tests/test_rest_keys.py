@@ -165,6 +165,13 @@ def test_last_used_at_is_written_at_most_once_a_minute(
     )
 
 
+def test_a_name_longer_than_the_limit_as_sent_is_refused(browser: Any) -> None:
+    """The limit holds for the text as sent: DRF counted it after trimming ("\r" + 100 characters passed)."""
+    error = assert_error(browser.post(KEYS, {"name": "\r" + "x" * 100}), 400, "invalid")
+    assert "name" in error["fields"]
+    assert browser.post(KEYS, {"name": "  padded  "}).json()["name"] == "padded"
+
+
 def test_list_shows_only_own_keys(api: Any, alice_key: str, bob_key: str, bob: Any) -> None:
     api_key_create(user=bob, name="bob-second")
 
@@ -193,7 +200,8 @@ def test_user_cannot_delete_another_users_key(api: Any, alice_key: str, bob_key:
     assert api(alice_key).get(SESSIONS).status_code == 200
 
 
-@pytest.mark.parametrize("key_id", ["999999", "not-a-number"])
+# "²" is a digit to str.isdigit but not to int(), and 2**64 fits no integer column: both answered 500.
+@pytest.mark.parametrize("key_id", ["999999", "not-a-number", "²", str(2**64), "-1"])
 def test_delete_unknown_key_is_not_found(api: Any, alice_key: str, key_id: str) -> None:
     assert_error(api(alice_key).delete(f"{KEYS}/{key_id}"), 404, "not_found")
 

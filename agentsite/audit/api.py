@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from agentsite.audit.models import AuditEntry
 from agentsite.errors import ApiError
+from agentsite.openapi import PAGE_PARAMETERS, errors
 from agentsite.pagination import CursorPage
 
 
@@ -104,13 +105,13 @@ class AuditListApi(generics.GenericAPIView):
             OpenApiParameter("until", str, description="ISO 8601 time or date: entries before it"),
             OpenApiParameter("object_type", str),
             OpenApiParameter("object_id", str),
-            OpenApiParameter("limit", int, description="1–500 (default 50)"),
-            OpenApiParameter("cursor", str),
+            *PAGE_PARAMETERS,
         ],
         responses={
             200: inline_serializer(
                 "AuditPage", {"results": _ENTRY, "next": serializers.CharField(allow_null=True)}
-            )
+            ),
+            **errors({403: "forbidden: only staff read the audit trail"}),
         },
     )
     def get(self, request: Request) -> Response:
