@@ -200,3 +200,33 @@ def insert_row(model: type[Model], /, **values: Any) -> None:
 
 def table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
+
+
+@functools.cache
+def _update_statement(
+    model: type[Model], names: tuple[str, ...], keys: tuple[str, ...], vendor: str
+) -> tuple[str, tuple[Field[Any, Any], ...], tuple[Field[Any, Any], ...]]:
+    quote = connection.ops.quote_name
+    meta = model._meta
+    fields = tuple(meta.get_field(name) for name in names)
+    where = tuple(meta.get_field(name) for name in keys)
+    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)  # type: ignore[union-attr]
+    conditions = " AND ".join(f"{quote(str(field.column))} = %s" for field in where)  # type: ignore[union-attr]
+    return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {conditions}", fields, where  # type: ignore[return-value]
+
+
+def update_rows(model: type[Model], /, where: dict[str, Any], **values: Any) -> int:
+    """`model.objects.filter(**where).update(**values)` for equality conditions, keyed by attname, as one
+    statement (no signals, no `auto_now`: give such fields their value); returns the rows updated. Values
+    are prepared by their fields, as the ORM prepares them."""
+    sql, fields, keys = _update_statement(model, tuple(values), tuple(where), connection.vendor)
+    params = [
+        field.get_db_prep_save(value, connection)
+        for field, value in zip(fields, values.values(), strict=True)
+    ]
+    params += [
+        field.get_db_prep_value(value, connection) for field, value in zip(keys, where.values(), strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)

@@ -24,7 +24,7 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import reply_pieces  # noqa: E402
+from common import reply_pieces
 
 MODEL = "bench-model"
 
@@ -80,7 +80,9 @@ def make_app(chunks: int, delay: float, close: bool) -> web.Application:
             if close:
                 answer.force_close()
             return answer
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         if close:
             response.force_close()
         await response.prepare(request)
@@ -103,7 +105,9 @@ def make_app(chunks: int, delay: float, close: bool) -> web.Application:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--chunks", type=int, default=50)

@@ -81,9 +81,17 @@ def make_app(model_url: str, model: str) -> web.Application:
         ws = web.WebSocketResponse(compress=False, max_msg_size=1024 * 1024)
         await ws.prepare(request)
         state = {"seq": 0}
-        snapshot = {"running": False, "paused": False, "active_message_id": None, "pending": [], "confirmations": []}
+        snapshot = {
+            "running": False,
+            "paused": False,
+            "active_message_id": None,
+            "pending": [],
+            "confirmations": [],
+        }
         session_id = request.match_info["session_id"]
-        await ws.send_str(dumps({"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": 0}))
+        await ws.send_str(
+            dumps({"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": 0})
+        )
         async for frame in ws:
             if frame.type != aiohttp.WSMsgType.TEXT:
                 continue
@@ -92,7 +100,9 @@ def make_app(model_url: str, model: str) -> web.Application:
                 try:
                     await reply(ws, state, message)
                 except Exception as exc:  # told to the client like agentsite's error frames
-                    await ws.send_str(dumps({"type": "error", "data": {"code": "model", "message": str(exc)}}))
+                    await ws.send_str(
+                        dumps({"type": "error", "data": {"code": "model", "message": str(exc)}})
+                    )
             elif message.get("type") == "ping":
                 await ws.send_str(dumps({"type": "pong"}))
         return ws
@@ -105,7 +115,9 @@ def make_app(model_url: str, model: str) -> web.Application:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model-url", required=True, help="the model's base URL (…/v1)")

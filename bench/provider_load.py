@@ -93,7 +93,9 @@ class Chat:
                 headers={"Authorization": f"Bearer {spec['key']}"},
             ) as response:
                 if response.status != 200:
-                    stats.errors.append(f"POST session: HTTP {response.status}: {(await response.text())[:200]}")
+                    stats.errors.append(
+                        f"POST session: HTTP {response.status}: {(await response.text())[:200]}"
+                    )
                     return False
                 session_id = (await response.json())["session_id"]
             url = spec["ws"] + f"/api/v1/chat/ws/{session_id}?api_key={spec['key']}"
@@ -118,7 +120,9 @@ class Chat:
             stats.first_send = sent
         deltas = 0
         try:
-            await self.ws.send_str(json.dumps({"type": "message", "content": "bench", "message_id": message_id}))
+            await self.ws.send_str(
+                json.dumps({"type": "message", "content": "bench", "message_id": message_id})
+            )
             while True:
                 frame = await self.ws.receive(timeout=max(deadline - time.monotonic(), 0.001))
                 if frame.type != aiohttp.WSMsgType.TEXT:
@@ -158,7 +162,9 @@ class Chat:
             await ws.close()
 
 
-async def _client_loop(index: int, http: Any, spec: dict[str, Any], stats: ClientStats, go: asyncio.Event) -> None:
+async def _client_loop(
+    index: int, http: Any, spec: dict[str, Any], stats: ClientStats, go: asyncio.Event
+) -> None:
     tag = f"{spec['tag']}c{index}"
     chat = Chat(http, spec, stats)
     if spec["variant"] == "reuse" and not await chat.open():
@@ -191,7 +197,8 @@ async def _client(spec: dict[str, Any]) -> ClientStats:
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as http:
         tasks = [
-            asyncio.create_task(_client_loop(index, http, spec, stats, go)) for index in range(spec["clients"])
+            asyncio.create_task(_client_loop(index, http, spec, stats, go))
+            for index in range(spec["clients"])
         ]
         if spec["variant"] == "reuse":
             while len(stats.setup) + len(stats.errors) < spec["clients"]:
@@ -230,9 +237,13 @@ class Target:
     base_rss: float = 0.0
 
 
-def _start(command: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+def _start(
+    command: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
-        return subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 @contextmanager
@@ -390,7 +401,9 @@ async def _sample_rss(pid: int, done: asyncio.Event) -> float:
     return max(peak, rss_mb(pid))
 
 
-def _profiler(target: Target, variant: str, sessions: int, args: argparse.Namespace) -> subprocess.Popen[bytes] | None:
+def _profiler(
+    target: Target, variant: str, sessions: int, args: argparse.Namespace
+) -> subprocess.Popen[bytes] | None:
     if not args.profile or target.name != "agentsite":
         return None
     spy = shutil.which("py-spy") or str(Path(PYTHON).parent / "py-spy")
@@ -399,7 +412,9 @@ def _profiler(target: Target, variant: str, sessions: int, args: argparse.Namesp
     flags = os.environ.get("BENCH_PYSPY_FLAGS", "--gil").split()
     command = [spy, "record", "--pid", str(target.process.pid), "--format", "raw", "--rate", "250", *flags]
     command += ["--nonblocking", "-o", str(out)]
-    process = subprocess.Popen(pinned(LOAD_CORE, command, args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        pinned(LOAD_CORE, command, args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     time.sleep(0.5)
     return process
 
@@ -468,7 +483,8 @@ def describe(phase: Phase) -> str:
     busy = phase.server_cpu / phase.seconds * 100 if phase.seconds else float("nan")
     clients = ", ".join(f"{c / phase.seconds * 100:.0f}%" for c in phase.client_cpu) if phase.seconds else "-"
     return (
-        f"  {phase.server:9} {phase.variant:5} N={phase.sessions:<4} {phase.chunks_per_second:>8,.0f} chunks/s  "
+        f"  {phase.server:9} {phase.variant:5} N={phase.sessions:<4} "
+        f"{phase.chunks_per_second:>8,.0f} chunks/s  "
         f"first chunk p50 {pct(phase.first_chunk, 0.5):6.1f} p99 {pct(phase.first_chunk, 0.99):6.1f} ms  "
         f"setup p50 {pct(phase.setup, 0.5):6.1f} p99 {pct(phase.setup, 0.99):6.1f} ms  "
         f"{phase.us_per_chunk:6.1f} µs/chunk (server CPU {busy:.0f}%)  RSS {phase.rss_peak:.0f} MB  "
@@ -563,17 +579,37 @@ def report(phases: list[Phase], args: argparse.Namespace) -> bool:
         if row is not None:
             verdicts.append((label, bool(ok(row)), shown(row)))
 
-    target("N=50, one session per client: <= 40 µs/chunk", ("reuse", 50), lambda r: r.us_per_chunk <= 40,
-           lambda r: f"{r.us_per_chunk:.1f} µs ({r.chunks_per_second:,.0f} chunks/s)")
-    target("N=50, a new session per chat: <= 80 µs/chunk", ("new", 50), lambda r: r.us_per_chunk <= 80,
-           lambda r: f"{r.us_per_chunk:.1f} µs ({r.chunks_per_second:,.0f} chunks/s)")
+    target(
+        "N=50, one session per client: <= 40 µs/chunk",
+        ("reuse", 50),
+        lambda r: r.us_per_chunk <= 40,
+        lambda r: f"{r.us_per_chunk:.1f} µs ({r.chunks_per_second:,.0f} chunks/s)",
+    )
+    target(
+        "N=50, a new session per chat: <= 80 µs/chunk",
+        ("new", 50),
+        lambda r: r.us_per_chunk <= 80,
+        lambda r: f"{r.us_per_chunk:.1f} µs ({r.chunks_per_second:,.0f} chunks/s)",
+    )
     for variant in args.variants:
-        target(f"N=50, {variant}: first chunk p99 <= 150 ms", (variant, 50), lambda r: r.first_p99 <= 150,
-               lambda r: f"{r.first_p99:.1f} ms")
-    target("N=50: chat setup p99 <= 60 ms", ("new", 50), lambda r: r.setup_p99 <= 60,
-           lambda r: f"{r.setup_p99:.1f} ms")
-    target("N=200: chat setup p99 <= 250 ms", ("new", 200), lambda r: r.setup_p99 <= 250,
-           lambda r: f"{r.setup_p99:.1f} ms")
+        target(
+            f"N=50, {variant}: first chunk p99 <= 150 ms",
+            (variant, 50),
+            lambda r: r.first_p99 <= 150,
+            lambda r: f"{r.first_p99:.1f} ms",
+        )
+    target(
+        "N=50: chat setup p99 <= 60 ms",
+        ("new", 50),
+        lambda r: r.setup_p99 <= 60,
+        lambda r: f"{r.setup_p99:.1f} ms",
+    )
+    target(
+        "N=200: chat setup p99 <= 250 ms",
+        ("new", 200),
+        lambda r: r.setup_p99 <= 250,
+        lambda r: f"{r.setup_p99:.1f} ms",
+    )
     peak = [r for r in rows if r.server == "agentsite" and r.sessions == 200]
     if peak:
         worst = max(r.rss for r in peak)
@@ -587,7 +623,9 @@ def report(phases: list[Phase], args: argparse.Namespace) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="a short run: 3 s per phase, one run")
     parser.add_argument("--sessions", default="1,50,200", help="concurrent clients N (default 1,50,200)")
     parser.add_argument("--variants", default="new,reuse", help="new (a session per chat), reuse, or both")
@@ -595,7 +633,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1, help="repeat everything; medians are reported")
     parser.add_argument("--chunks", type=int, default=50, help="content chunks per reply, K (default 50)")
     parser.add_argument("--clients", type=int, default=2, help="load client processes (default 2)")
-    parser.add_argument("--timeout", type=float, default=60.0, help="grace after a phase for its last replies")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="grace after a phase for its last replies"
+    )
     parser.add_argument("--close", action="store_true", help="the fake model closes each connection")
     parser.add_argument("--model-delay", type=float, default=0.0, help="seconds between the model's chunks")
     parser.add_argument("--profile", default="", help="write py-spy raw stacks of agentsite's phases here")
@@ -619,13 +659,16 @@ def main() -> int:
     started = time.monotonic()
     print(f"load average at start: {os.getloadavg()[0]:.2f} (other work on this machine skews every figure)")
     workdir = Path(tempfile.mkdtemp(prefix="agentsite-provider-bench-"))
+    workdir.chmod(0o711)  # the sandbox's user passes through to the workspaces, as in production
     phases: list[Phase] = []
     try:
         with fake_model(args, workdir) as model_port:
             for run in range(1, args.runs + 1):
                 args.run = run
                 if args.runs > 1:
-                    print(f"\n## run {run} of {args.runs} (load average {os.getloadavg()[0]:.2f})", flush=True)
+                    print(
+                        f"\n## run {run} of {args.runs} (load average {os.getloadavg()[0]:.2f})", flush=True
+                    )
                 if not args.skip_floor:
                     with floor_server(args, workdir, model_port) as target:
                         run_target(target, args, phases)
@@ -639,7 +682,10 @@ def main() -> int:
             )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\ntotal {time.monotonic() - started:.0f} s, load average at end {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"\ntotal {time.monotonic() - started:.0f} s, load average at end {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     return 0 if met else 1
 
 

@@ -276,3 +276,26 @@ async def test_non_streaming_completion_is_served(fake_llm: FakeLLMServer, model
     assert message.content == "whole answer"
     assert message.tool_calls[0].function.name == "shell"
     assert completion.choices[0].finish_reason == "tool_calls"
+
+
+async def test_replies_reuse_one_kept_alive_connection(fake_llm: FakeLLMServer, model_client) -> None:
+    """Issue 18: the body is read to its end after `[DONE]`, so the connection goes back to the pool and the
+    next reply does not pay a new one."""
+    fake_llm.script(Reply(text="one two"), Reply(text="three four"), Reply(text="five"))
+
+    texts = [text_of(await collect(model_client)) for _ in range(3)]
+
+    assert texts == ["one two", "three four", "five"]
+    assert fake_llm.connections == 1
+
+
+def test_sse_lines_split_on_every_line_end_even_across_reads() -> None:
+    from agents.llm import _SseLines
+
+    lines = _SseLines()
+    got = lines.feed(b'data: {"a":1}\r')  # the LF of this CRLF comes with the next read
+    got += lines.feed(b"\n\r\ndata: x\rdata: y\n\ndata: par")
+    got += lines.feed(b"tial")
+    got += lines.close()
+
+    assert got == [b'data: {"a":1}', b"", b"data: x", b"data: y", b"", b"data: partial"]
