@@ -21,6 +21,19 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
    docs/protocol.md §3.2 promises; and autobahn lets an application close only with 1000 or 3000–4999,
    not with 1012 ("service restart": reconnect), which a server may send (RFC 6455 §7.4, IANA registry).
    `serve` gives daphne a factory whose sockets do both.
+4. One thread hop per HTTP request (agentsite/asgi.py): Django's ASGI handler runs its middleware chain in
+   async mode, and each `MiddlewareMixin` middleware (nine of ours) then hands its `process_request` and
+   `process_response` to the request's thread one at a time — two hand-overs each, and more where a
+   sync-only middleware sits between async ones. `OneHopASGIHandler` builds the chain in sync mode, as
+   Django's WSGI handler does, and runs chain and view in one hand-over to the request's thread: the same
+   middlewares in the same order (CSRF, sessions, authentication as for every browser request), the same
+   thread for the view and the connection clean-up. Uses BaseHandler's `load_middleware(is_async=False)`
+   and `get_response`, which Django's own handlers call but does not document for subclasses.
+   Measured: see bench/README.md (issue 18, opening a chat).
+5. No debug work on a socket's handshake (agentsite/management/commands/serve.py): autobahn's
+   `_connectionMade` formats its ~30 protocol options with `pprint.pformat` for a debug log line on every
+   new socket, also when nothing logs at debug level. `serve` replaces the module's `pformat` with one that
+   formats only while txaio's log level shows debug lines.
 """
 
 from __future__ import annotations
@@ -30,13 +43,18 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from asgiref.sync import AsyncToSync, SyncToAsync
+import txaio
+from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from autobahn.websocket import protocol as autobahn_protocol
 from channels import consumer as channels_consumer
 from channels import utils as channels_utils
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from daphne import server as daphne_server
 from daphne import ws_protocol as daphne_ws_protocol
+from django.core.handlers import base as django_handlers
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
 
 # What the tricks use that their libraries do not promise: (owner, attribute).
 PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
@@ -50,6 +68,10 @@ PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
     (daphne_server, "WebSocketFactory"),
     (daphne_ws_protocol.WebSocketProtocol, "serverClose"),
     (daphne_ws_protocol.WebSocketProtocol, "sendCloseFrame"),
+    (django_handlers.BaseHandler, "load_middleware"),
+    (django_handlers.BaseHandler, "get_response"),
+    (ASGIHandler, "get_response_async"),
+    (autobahn_protocol, "pformat"),
 )
 
 SERVER_SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
@@ -149,3 +171,33 @@ class ContractWebSocketFactory(daphne_server.WebSocketFactory):  # type: ignore[
 def close_websockets_by_contract() -> None:
     """Make the next daphne Server built in this process use ContractWebSocketFactory."""
     daphne_server.WebSocketFactory = ContractWebSocketFactory
+    autobahn_protocol.pformat = _pformat_for_debug_only  # 5. below
+
+
+# -- 5. no debug work on a socket's handshake --------------------------------------------------------------
+
+_pformat = autobahn_protocol.pformat
+_DEBUG_LEVELS = frozenset({"debug", "trace"})
+
+
+def _pformat_for_debug_only(value: Any) -> str:
+    """autobahn's `pformat`, only when its debug lines are shown (they are its only use on a server)."""
+    if txaio.get_global_log_level() in _DEBUG_LEVELS:
+        return str(_pformat(value))
+    return "(shown at log level debug)"
+
+
+# -- 4. one thread hop per HTTP request ------------------------------------------------------------------
+
+
+class OneHopASGIHandler(ASGIHandler):
+    """Django's ASGI handler with its middleware chain in sync mode, run with the view in one hand-over to
+    the request's thread (see the module docstring). An async view still works: Django's sync path runs it
+    with async_to_sync, as under WSGI."""
+
+    def __init__(self) -> None:
+        django_handlers.BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)

@@ -61,3 +61,18 @@ def test_the_server_may_close_with_service_restart_and_other_codes_go_through_au
     else:
         raise AssertionError("autobahn now allows 1012: the trick can go")
     assert internals.ContractWebSocketFactory.protocol is internals.ContractWebSocketProtocol
+
+
+def test_a_socket_handshake_formats_autobahns_options_only_for_debug_lines(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import txaio
+
+    monkeypatch.setattr(internals.autobahn_protocol, "pformat", internals.autobahn_protocol.pformat)
+    monkeypatch.setattr(internals.daphne_server, "WebSocketFactory", internals.daphne_server.WebSocketFactory)
+    internals.close_websockets_by_contract()
+    assert internals.autobahn_protocol.pformat({"a": 1}) == "(shown at log level debug)"
+    level = txaio.get_global_log_level()
+    txaio.set_global_log_level("debug")
+    try:
+        assert internals.autobahn_protocol.pformat({"a": 1}) == "{'a': 1}"
+    finally:
+        txaio.set_global_log_level(level)
