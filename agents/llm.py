@@ -16,6 +16,7 @@ message names the provider and the model, because it is shown to the user as is.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -181,9 +182,36 @@ class OpenAIModelClient:
             max_retries=max_retries,
             http_client=guarded_http_client(sdk, policy or provider_policy(), resolver),
         )
+        self._stream_request: Any = None  # agentsite/internals.py SdkStreamRequest, made on first use
 
     async def aclose(self) -> None:
         await self._client.close()
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, payload: dict[str, Any]) -> AsyncIterator[Any]:
+        """The streamed response (httpx) of a chat-completions request, as the SDK sends it and with its
+        retries and errors, without its per-request machinery (agentsite/internals.py, trick 6)."""
+        if self._stream_request is None:
+            from agentsite.internals import SdkStreamRequest  # with the SDK: on the first model call
+
+            usable = SdkStreamRequest.usable(self._client)
+            self._stream_request = SdkStreamRequest(self._client, "/chat/completions") if usable else False
+        if self._stream_request is False:  # credentials the SDK refreshes per request: its own path
+            extra_body = {k: v for k, v in payload.items() if k not in ("model", "stream", "stream_options")}
+            async with self._client.chat.completions.with_streaming_response.create(
+                model=payload["model"],
+                messages=[],
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=extra_body,
+            ) as wrapped:
+                yield wrapped.http_response
+            return
+        response = await self._stream_request.send(_dumps(payload))
+        try:
+            yield response
+        finally:
+            await response.aclose()
 
     def _check_key(self) -> None:
         if self._key_error is not None:
@@ -215,26 +243,18 @@ class OpenAIModelClient:
         tools: list[dict[str, Any]] | None = None,
         generation: dict[str, Any] | None = None,
     ) -> AsyncIterator[ModelChunk]:
-        # messages and tools go in extra_body, which the SDK merges into the JSON as is: its
-        # typed transform of the same plain dicts costs ~1 ms per request, more with long
-        # histories, and changes nothing for JSON-ready data.
-        extra_body = {k: v for k, v in (generation or {}).items() if k not in _RESERVED_KEYS}
-        extra_body["messages"] = messages
+        # The body is JSON made here, once (orjson): the SDK's typed transform of the same plain dicts
+        # costs ~1 ms per request, more with long histories, and changes nothing for JSON-ready data.
+        payload = {k: v for k, v in (generation or {}).items() if k not in _RESERVED_KEYS}
+        payload.update(model=model, messages=messages, stream=True, stream_options={"include_usage": True})
         if tools:
-            extra_body["tools"] = tools
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": [],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "extra_body": extra_body,
-        }
+            payload["tools"] = tools
         self._check_key()
         assembler = _StreamAssembler(self.provider_name, model)
         try:
-            async with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            async with self._open_stream(payload) as response:
                 lines = _SseLines()
-                body = response.iter_bytes()
+                body = response.aiter_bytes()
                 async for data in body:
                     for line in lines.feed(data):
                         for chunk in assembler.feed_line(line):
@@ -339,6 +359,14 @@ def _server_detail(exc: openai.APIStatusError) -> str:
 def _short(text: str) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"
+
+
+def _dumps(payload: dict[str, Any]) -> bytes:
+    """A request body: orjson, or the standard library for what orjson refuses (an int beyond 64 bits)."""
+    try:
+        return orjson.dumps(payload)
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(payload, separators=(",", ":")).encode()
 
 
 def _loads(data: bytes) -> Any:

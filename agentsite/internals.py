@@ -34,6 +34,15 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
    `_connectionMade` formats its ~30 protocol options with `pprint.pformat` for a debug log line on every
    new socket, also when nothing logs at debug level. `serve` replaces the module's `pformat` with one that
    formats only while txaio's log level shows debug lines.
+6. The streamed chat request of a provider, built once (agents/llm.py): the openai SDK builds and sends
+   every request through its generic machinery — options models copied twice, the body's transform, header
+   merging, an auth flow, its retry loop — ~1 ms of CPU per reply on this machine, more than the reply's 50
+   chunks cost. `SdkStreamRequest` asks the SDK once for the URL, headers and timeout it would send, then
+   sends each body (JSON bytes) with the SDK's own httpx client, and on a failure follows the SDK's own
+   rules: its retry decision (`_should_retry`), its back-off (`_calculate_retry_timeout`), its errors
+   (`_make_status_error_from_response`, APITimeoutError, APIConnectionError). A client whose auth is more
+   than a static key (the SDK's refreshable credentials) keeps the SDK's path. The private names are in
+   `OPENAI_PRIVATE_NAMES` (checked like the others; the SDK is imported only when a provider is used).
 """
 
 from __future__ import annotations
@@ -77,13 +86,37 @@ PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
 SERVER_SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
 
 
+# The openai SDK's, for trick 6: (module, class or None, attribute). Checked by `missing()`.
+OPENAI_PRIVATE_NAMES: tuple[tuple[str, str | None, str], ...] = (
+    ("openai._base_client", "BaseClient", "_build_request"),
+    ("openai._base_client", "BaseClient", "_should_retry"),
+    ("openai._base_client", "BaseClient", "_calculate_retry_timeout"),
+    ("openai._base_client", "BaseClient", "_make_status_error_from_response"),
+    ("openai._base_client", "BaseClient", "_idempotency_key"),
+    ("openai._base_client", "AsyncAPIClient", "_prepare_options"),
+    ("openai._base_client", None, "timeout_exceptions"),
+    ("openai._base_client", None, "request_exceptions"),
+    ("openai._models", "FinalRequestOptions", "construct"),
+    ("openai", "AsyncOpenAI", "custom_auth"),
+)
+
+
 def missing() -> list[str]:
     """The private names that are gone (empty while every trick still works)."""
-    return [
+    import importlib
+
+    gone = [
         f"{getattr(owner, '__name__', owner)}.{name}"
         for owner, name in PRIVATE_NAMES
         if not hasattr(owner, name)
     ]
+    for module_name, class_name, name in OPENAI_PRIVATE_NAMES:
+        owner: Any = importlib.import_module(module_name)
+        if class_name is not None:
+            owner = getattr(owner, class_name, None)
+        if owner is None or not hasattr(owner, name):
+            gone.append(f"{module_name}.{class_name + '.' if class_name else ''}{name}")
+    return gone
 
 
 # -- 1. the database thread ---------------------------------------------------------------------------
@@ -201,3 +234,73 @@ class OneHopASGIHandler(ASGIHandler):
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
         return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+
+# -- 6. the streamed chat request of a provider, built once ----------------------------------------------
+
+
+class SdkStreamRequest:
+    """POSTs JSON bodies to one path of an openai SDK client and returns the streamed httpx response,
+    as the SDK's `with_streaming_response` would (see the module docstring): same URL, headers, timeout
+    and client; same retries and errors. Sync-free and cheap per call once `prepare` has run."""
+
+    def __init__(self, client: Any, path: str) -> None:
+        self._client = client
+        self._path = path
+        # (request class, URL, headers, extensions, options) as the SDK builds them for this path
+        self._prepared: tuple[Any, Any, dict[str, str], dict[str, Any], Any] | None = None
+
+    @staticmethod
+    def usable(client: Any) -> bool:
+        """Only for a static key: the SDK refreshes other credentials per request."""
+        return client.custom_auth is None and isinstance(client.api_key, str)
+
+    async def _prepare(self) -> tuple[Any, Any, dict[str, str], dict[str, Any], Any]:
+        if self._prepared is None:
+            from openai._models import FinalRequestOptions
+
+            options = FinalRequestOptions.construct(method="post", url=self._path, json_data={})
+            options = await self._client._prepare_options(options)
+            template = self._client._build_request(options, retries_taken=0)
+            headers = {k: v for k, v in template.headers.items() if k.lower() != "content-length"}
+            # The client's own headers are merged in already: requests are made with the class alone.
+            self._prepared = (type(template), template.url, headers, dict(template.extensions), options)
+        return self._prepared
+
+    async def send(self, body: bytes) -> Any:
+        from openai import APIConnectionError, APITimeoutError
+        from openai._base_client import request_exceptions, timeout_exceptions
+
+        request_class, url, headers, extensions, options = await self._prepare()
+        client = self._client
+        http = client._client
+        max_retries = client.max_retries
+        idempotency = getattr(client, "_idempotency_header", None)  # set per client class, if at all
+        for retries_taken in range(max_retries + 1):
+            remaining = max_retries - retries_taken
+            sent = dict(headers)
+            sent["x-stainless-retry-count"] = str(retries_taken)
+            if idempotency:
+                sent[idempotency] = client._idempotency_key()
+            request = request_class("POST", url, headers=sent, content=body, extensions=extensions)
+            try:
+                response = await http.send(request, stream=True)
+            except timeout_exceptions() as exc:
+                if remaining > 0:
+                    await asyncio.sleep(client._calculate_retry_timeout(remaining, options, None))
+                    continue
+                raise APITimeoutError(request=request) from exc
+            except request_exceptions() as exc:
+                if remaining > 0:
+                    await asyncio.sleep(client._calculate_retry_timeout(remaining, options, None))
+                    continue
+                raise APIConnectionError(request=request) from exc
+            if response.status_code < 400:
+                return response
+            if remaining > 0 and client._should_retry(response):
+                await response.aclose()
+                await asyncio.sleep(client._calculate_retry_timeout(remaining, options, response.headers))
+                continue
+            await response.aread()
+            raise client._make_status_error_from_response(response) from None
+        raise AssertionError("unreachable: the last attempt returns or raises")

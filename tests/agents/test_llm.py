@@ -299,3 +299,25 @@ def test_sse_lines_split_on_every_line_end_even_across_reads() -> None:
     got += lines.close()
 
     assert got == [b'data: {"a":1}', b"", b"data: x", b"data: y", b"", b"data: partial"]
+
+
+async def test_the_request_is_what_the_sdk_sends_and_credentials_it_refreshes_take_its_own_path(
+    fake_llm: FakeLLMServer, model_client, monkeypatch
+) -> None:
+    """agentsite/internals.py trick 6: the streamed request is built once from what the SDK would send; a
+    client whose credentials the SDK refreshes per request goes through the SDK's own path instead."""
+    from agentsite.internals import SdkStreamRequest
+
+    fake_llm.script(Reply(text="lean"), Reply(text="sdk"))
+    lean = await collect(model_client, generation={"temperature": 0.5})
+    monkeypatch.setattr(SdkStreamRequest, "usable", staticmethod(lambda client: False))
+    model_client._stream_request = None
+    sdk = await collect(model_client, generation={"temperature": 0.5})
+
+    assert (text_of(lean), text_of(sdk)) == ("lean", "sdk")
+    first, second = fake_llm.requests[-2:]
+    assert first.body == second.body
+    assert first.body["temperature"] == 0.5 and first.body["stream"] is True
+    same = {"authorization", "content-type", "accept", "user-agent", "x-stainless-retry-count"}
+    assert {k: first.headers.get(k) for k in same} == {k: second.headers.get(k) for k in same}
+    assert first.headers["authorization"] == "Bearer sk-fake-test-key"
