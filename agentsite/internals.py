@@ -43,13 +43,21 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
    (`_make_status_error_from_response`, APITimeoutError, APIConnectionError). A client whose auth is more
    than a static key (the SDK's refreshable credentials) keeps the SDK's path. The private names are in
    `OPENAI_PRIVATE_NAMES` (checked like the others; the SDK is imported only when a provider is used).
+7. A burst of frames in one write (chat/consumers.py): each frame sent through daphne goes through its ASGI
+   `send`, its protocol's checks, autobahn's `sendMessage` and `sendFrame` (with a debug line's arguments
+   formatted per frame) and one `transport.write`. `LeanWebsocketConsumer.send_texts` builds the frames of
+   a burst itself — unmasked, uncompressed, unfragmented text frames, byte for byte what autobahn writes
+   (tests/test_internals.py compares them) — and hands them to Twisted in one write, while daphne's
+   socket is open and autobahn would do exactly that (no compression, no fragmentation, nothing queued,
+   within the size limit); otherwise each frame goes the usual way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import txaio
@@ -173,6 +181,60 @@ class LeanWebsocketConsumer(AsyncWebsocketConsumer):
 
     async def send_text(self, text: str) -> None:
         await self._send_raw({"type": "websocket.send", "text": text})
+
+    async def send_texts(self, texts: Sequence[str]) -> None:
+        """Several text frames, in order: in one write to the socket when it can take them (trick 7)."""
+        if len(texts) > 1 and write_text_frames(self._send_raw, texts):
+            return
+        for text in texts:
+            await self.send_text(text)
+
+
+# -- 7. a burst of frames in one write --------------------------------------------------------------------
+
+_OPEN = daphne_ws_protocol.WebSocketProtocol.STATE_OPEN
+_LENGTH_16 = 0xFFFF
+
+
+def _text_frame(payload: bytes) -> bytes:
+    """A final, unmasked text frame (RFC 6455 §5.2), as autobahn's `sendFrame` builds it for a server."""
+    size = len(payload)
+    if size <= 125:
+        return b"\x81" + size.to_bytes(1, "big") + payload
+    if size <= _LENGTH_16:
+        return b"\x81\x7e" + size.to_bytes(2, "big") + payload
+    return b"\x81\x7f" + size.to_bytes(8, "big") + payload
+
+
+def write_text_frames(send: Any, texts: Sequence[str]) -> bool:
+    """Write `texts` as text frames in one go on the daphne socket behind `send` (the server's own `send`,
+    `functools.partial(Server.handle_reply, protocol)`). False, with nothing written, when the socket is not
+    one autobahn would write them to as they are: then the caller sends them one by one."""
+    if not isinstance(send, functools.partial) or not send.args:
+        return False
+    protocol = send.args[0]
+    if not isinstance(protocol, daphne_ws_protocol.WebSocketProtocol) or protocol.state != _OPEN:
+        return False
+    # autobahn's per-connection settings (copied from its factory when the connection is made); a name that
+    # is gone counts as "not as assumed", and the frames go the usual way.
+    settings_as_assumed = (
+        getattr(protocol, "transport", None) is not None
+        and getattr(protocol, "_perMessageCompress", True) is None
+        and not getattr(protocol, "send_queue", True)
+        and getattr(protocol, "autoFragmentSize", 1) == 0
+        and getattr(protocol, "logFrames", True) is False
+        and getattr(protocol, "logOctets", True) is False
+        and not getattr(protocol, "trackedTimings", True)
+        and getattr(protocol.factory, "maskServerFrames", True) is False
+    )
+    if not settings_as_assumed:
+        return False
+    payloads = [text.encode("utf-8") for text in texts]
+    limit = getattr(protocol, "maxMessagePayloadSize", 0)
+    if limit and any(len(payload) > limit for payload in payloads):
+        return False  # autobahn refuses it: let it, as before
+    protocol.transport.write(b"".join([_text_frame(payload) for payload in payloads]))
+    return True
 
 
 # -- 3. closing sockets with the codes the contract names ------------------------------------------------
