@@ -6,10 +6,11 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from agents.endpoints import provider_policy
 from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
+from agentsite.db import table
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,13 @@ def provider_register_from_env() -> Provider | None:
         site.model = model
         site.save()
     return provider
+
+
+def agent_exists(*, name: str) -> bool:
+    """SQL, not the ORM (agentsite/db.py): every new chat asks."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {table(Agent)} WHERE name = %s", [name])
+        return cursor.fetchone() is not None
 
 
 def default_agent_ensure() -> Agent:

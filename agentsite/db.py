@@ -230,3 +230,45 @@ def update_rows(model: type[Model], /, where: dict[str, Any], **values: Any) -> 
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return int(cursor.rowcount)
+
+
+@functools.cache
+def _select_statement(
+    model: type[Model], keys: tuple[str, ...], vendor: str
+) -> tuple[
+    str, tuple[str, ...], tuple[tuple[Any, tuple[Callable[..., Any], ...]], ...], tuple[Field[Any, Any], ...]
+]:
+    quote = connection.ops.quote_name
+    meta = model._meta
+    fields = tuple(meta.concrete_fields)
+    where = tuple(meta.get_field(name) for name in keys)
+    columns = ", ".join(quote(str(field.column)) for field in fields)
+    conditions = " AND ".join(f"{quote(str(field.column))} = %s" for field in where)  # type: ignore[union-attr]
+    sql = f"SELECT {columns} FROM {quote(meta.db_table)} WHERE {conditions}"
+    # What the ORM's compiler applies to each column it reads (the backend's and the field's converters).
+    converting = []
+    for field in fields:
+        column = field.get_col(meta.db_table)
+        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        converting.append((column, tuple(converters)))
+    return sql, tuple(field.attname for field in fields), tuple(converting), where  # type: ignore[return-value]
+
+
+def select_row[M: Model](model: type[M], /, **where: Any) -> M | None:
+    """`model.objects.filter(**where).first()` without its ordering, for equality conditions keyed by attname
+    that match at most one row, as one prepared statement: the instance the ORM would load, or None."""
+    sql, names, converting, keys = _select_statement(model, tuple(where), connection.vendor)
+    params = [
+        field.get_db_prep_value(value, connection) for field, value in zip(keys, where.values(), strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = []
+    for value, (column, converters) in zip(row, converting, strict=True):
+        for convert in converters:
+            value = convert(value, column, connection)
+        values.append(value)
+    return model.from_db(connection.alias, names, values)

@@ -420,3 +420,27 @@ def test_load_state_refuses_an_older_owner_and_a_missing_session() -> None:
     assert load_state(session.id, seq_block=1000, token=6).seq_reserved == 1000
     with pytest.raises(Session.DoesNotExist):
         load_state("no-such-session", seq_block=1000)
+
+
+def test_select_row_loads_what_the_orm_loads() -> None:
+    session = _session()
+    Session.objects.filter(id=session.id).update(paused=True, archived_at=timezone.now(), title="t ✓")
+    insert_row(
+        Message,
+        session_id=session.id,
+        message_id="m",
+        role=Message.Role.ASSISTANT,
+        tool_calls=[{"id": "c"}],
+        entered_at=timezone.now(),
+    )
+
+    for model, where in (
+        (Session, {"id": session.id}),
+        (Message, {"session_id": session.id, "message_id": "m"}),
+    ):
+        raw, orm = db.select_row(model, **where), model.objects.get(**where)
+        assert raw is not None and raw.pk == orm.pk and not raw._state.adding
+        assert {f.attname: getattr(raw, f.attname) for f in model._meta.concrete_fields} == {
+            f.attname: getattr(orm, f.attname) for f in model._meta.concrete_fields
+        }
+    assert db.select_row(Session, id=session.id, user_id=session.user_id + 1) is None
