@@ -218,6 +218,8 @@ AGENTSITE_MAX_TOOL_STEPS = env_int("AGENTSITE_MAX_TOOL_STEPS", 20, minimum=1)
 AGENTSITE_CONFIRMATION_TIMEOUT = env_float("AGENTSITE_CONFIRMATION_TIMEOUT", 300.0, minimum=0.1)
 AGENTSITE_SESSION_LEASE_SECONDS = env_float("AGENTSITE_SESSION_LEASE_SECONDS", 10.0, minimum=1.0)
 AGENTSITE_EVENT_RETENTION = env_int("AGENTSITE_EVENT_RETENTION", 2000, minimum=100)
+# ... and at most this much of them (bytes, roughly: chat/live/events.py), beyond the running and last run.
+AGENTSITE_EVENT_RETENTION_BYTES = env_int("AGENTSITE_EVENT_RETENTION_BYTES", 256 * 1024, minimum=16 * 1024)
 AGENTSITE_DEMO_DELAY = env_float("AGENTSITE_DEMO_DELAY", 0.03, minimum=0.0)
 AGENTSITE_REQUIRE_SERVICES = env_bool("AGENTSITE_REQUIRE_SERVICES", False)
 # Under an ASGI server with lifespan support: run the cron scheduler in the server process too.

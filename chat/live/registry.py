@@ -21,6 +21,7 @@ from chat.live.controller import SessionController
 from chat.live.events import EventLog
 
 DORMANT_LOGS_KEPT = 10_000  # idle sessions whose last run is kept for `?since=` (a few KB each)
+DORMANT_BYTES_KEPT = 64 * 1024 * 1024  # and no more than this of their events in all (EventLog.bytes)
 
 Loader = Callable[[str], Awaitable[tuple[SessionController, EventLog]]]
 
@@ -133,12 +134,18 @@ class LiveRegistry:
 
     def cap_dormant_logs(self, kept: int = DORMANT_LOGS_KEPT) -> None:
         """Dropped sessions' last runs are kept for `?since=`, but not those of every session ever used:
-        beyond `kept` the least recently used go (their clients get `resync` instead of a replay)."""
-        dormant = [(log.touched, sid) for sid, log in self.logs.items() if sid not in self.controllers]
+        beyond `kept`, or beyond DORMANT_BYTES_KEPT of events in all, the least recently used go (their
+        clients get `resync` instead of a replay)."""
+        dormant = sorted(
+            (log.touched, sid, log.bytes) for sid, log in self.logs.items() if sid not in self.controllers
+        )
         excess = len(dormant) - kept
-        if excess > 0:
-            for _, session_id in sorted(dormant)[:excess]:
-                del self.logs[session_id]
+        total = sum(size for *_, size in dormant)
+        for position, (_, session_id, size) in enumerate(dormant):
+            if position >= excess and total <= DORMANT_BYTES_KEPT:
+                break
+            del self.logs[session_id]
+            total -= size
 
     async def shutdown(self) -> None:
         """Stop every controller; afterwards no task of ours is left.

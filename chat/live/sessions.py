@@ -274,6 +274,7 @@ class LiveSessions(ABC):
             reserved=state.seq_reserved + SEQ_BLOCK,
             reserve=store.reserve_seq,
             retention=settings.AGENTSITE_EVENT_RETENTION,
+            retention_bytes=settings.AGENTSITE_EVENT_RETENTION_BYTES,
             fanout=fanout,
         )
         controller = SessionController(
