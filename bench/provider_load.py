@@ -644,11 +644,23 @@ def main() -> int:
     parser.add_argument("--skip-agentsite", action="store_true", help="the floor only")
     parser.add_argument("--server-env", action="append", default=[], help="NAME=VALUE for agentsite")
     parser.add_argument("--json", default="", help="also write every phase's figures to this file")
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        default=[],
+        help="no run: the summary (medians) of --json files of earlier runs",
+    )
     parser.add_argument("--client", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
         client_main()
         return 0
+    if args.report:
+        phases = [Phase(**item) for path in args.report for item in json.loads(Path(path).read_text())]
+        args.runs = len(args.report)
+        args.variants = sorted({phase.variant for phase in phases})
+        args.sessions = sorted({phase.sessions for phase in phases})
+        return 0 if report(phases, args) else 1
     if args.quick:
         args.seconds = min(args.seconds, 3.0)
         args.runs = 1
@@ -677,9 +689,7 @@ def main() -> int:
                         run_target(target, args, phases)
         met = report(phases, args)
         if args.json:
-            Path(args.json).write_text(
-                json.dumps([{**phase.__dict__, "errors": phase.errors[:20]} for phase in phases])
-            )
+            Path(args.json).write_text(json.dumps([phase.__dict__ for phase in phases]))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(
