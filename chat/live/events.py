@@ -119,6 +119,12 @@ class EventLog:
         """Every seq above it that this log issued is still retained."""
         return self._floor
 
+    @property
+    def holds_only_its_last_run(self) -> bool:
+        """Nothing older than the last run's start is kept (a new session's single run, or none)."""
+        start = self._run_starts[-1] if self._run_starts else self.last_seq + 1
+        return not self._events or self._events[0]["seq"] >= start
+
     def keep_last_run_only(self) -> None:
         """An idle session keeps just its last run's events (the contract keeps those for `?since=`)."""
         start = self._run_starts[-1] if self._run_starts else self.last_seq + 1

@@ -21,7 +21,7 @@ from chat.live.controller import SessionController
 from chat.live.events import EventLog
 
 DORMANT_LOGS_KEPT = 10_000  # idle sessions whose last run is kept for `?since=` (a few KB each)
-DORMANT_BYTES_KEPT = 64 * 1024 * 1024  # and no more than this of their events in all (EventLog.bytes)
+DORMANT_BYTES_KEPT = 32 * 1024 * 1024  # and no more than this of their events in all (EventLog.bytes)
 
 Loader = Callable[[str], Awaitable[tuple[SessionController, EventLog]]]
 
@@ -131,6 +131,21 @@ class LiveRegistry:
             for session_id, controller in self.controllers.items()
             if controller.idle and session_id in self.logs and now - self.logs[session_id].touched >= seconds
         ]
+
+    def crowded_idle(self, kept: int) -> list[str]:
+        """Beyond `kept` live controllers: the idle ones, least recently used first, whose event log holds
+        nothing older than their last run — dropping them early loses nothing a client could replay."""
+        excess = len(self.controllers) - kept
+        if excess <= 0:
+            return []
+        idle = sorted(
+            (log.touched, session_id)
+            for session_id, controller in self.controllers.items()
+            if controller.idle
+            and (log := self.logs.get(session_id)) is not None
+            and log.holds_only_its_last_run
+        )
+        return [session_id for _, session_id in idle[:excess]]
 
     def cap_dormant_logs(self, kept: int = DORMANT_LOGS_KEPT) -> None:
         """Dropped sessions' last runs are kept for `?since=`, but not those of every session ever used:

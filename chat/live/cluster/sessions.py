@@ -330,6 +330,7 @@ class ClusterSessions(LiveSessions):
             controller = self.registry.peek(attachment.session_id)
             if controller is not None:
                 controller.unsubscribe(attachment.queue)
+            self._shed_if_crowded()
         elif self.cluster is not None:
             remote = self.cluster.mirrors.get(attachment.session_id)
             if remote is not None:
