@@ -11,9 +11,11 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
 django.setup(set_prefix=False)  # what get_asgi_application() does before it builds Django's handler
 
+from django.conf import settings  # noqa: E402
+
 from agentsite.internals import OneHopASGIHandler  # noqa: E402
 
-django_asgi_app = OneHopASGIHandler()
+django_asgi_app = OneHopASGIHandler(threads=settings.AGENTSITE_REQUEST_THREADS)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

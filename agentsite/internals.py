@@ -288,14 +288,23 @@ def _pformat_for_debug_only(value: Any) -> str:
 class OneHopASGIHandler(ASGIHandler):
     """Django's ASGI handler with its middleware chain in sync mode, run with the view in one hand-over to
     the request's thread (see the module docstring). An async view still works: Django's sync path runs it
-    with async_to_sync, as under WSGI."""
+    with async_to_sync, as under WSGI.
 
-    def __init__(self) -> None:
+    At most `threads` requests run their chain and view at once (the others wait their turn, in order):
+    Django starts a thread (and, per thread, a database connection) for every request in flight, and 200 at
+    once cost ~50 MB of memory and the GIL's hand-overs between them without serving any faster."""
+
+    def __init__(self, threads: int = 32) -> None:
         django_handlers.BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
+        self._threads = threads
+        self._slots: asyncio.Semaphore | None = None  # made in the server's event loop
 
     async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._threads)
+        async with self._slots:
+            return await sync_to_async(self.get_response, thread_sensitive=True)(request)
 
 
 # -- 6. the streamed chat request of a provider, built once ----------------------------------------------

@@ -380,6 +380,7 @@ class Phase:
     server_cpu: float
     client_cpu: list[float]
     rss_peak: float
+    rss_at_go: float = 0.0  # with every client connected (reuse: its session and socket open), before the load
 
     @property
     def chunks_per_second(self) -> float:
@@ -443,6 +444,7 @@ async def run_phase(target: Target, variant: str, sessions: int, args: argparse.
     profiler = _profiler(target, variant, sessions, args)
     done = asyncio.Event()
     sampler = asyncio.create_task(_sample_rss(pid, done))
+    rss_at_go = rss_mb(pid)
     cpu0 = cpu_seconds(pid)
     go_at = time.monotonic() + 0.05
     for process in workers:
@@ -476,6 +478,7 @@ async def run_phase(target: Target, variant: str, sessions: int, args: argparse.
         server_cpu=server_cpu,
         client_cpu=[s.cpu for s in stats],
         rss_peak=rss_peak,
+        rss_at_go=rss_at_go,
     )
 
 
@@ -487,7 +490,8 @@ def describe(phase: Phase) -> str:
         f"{phase.chunks_per_second:>8,.0f} chunks/s  "
         f"first chunk p50 {pct(phase.first_chunk, 0.5):6.1f} p99 {pct(phase.first_chunk, 0.99):6.1f} ms  "
         f"setup p50 {pct(phase.setup, 0.5):6.1f} p99 {pct(phase.setup, 0.99):6.1f} ms  "
-        f"{phase.us_per_chunk:6.1f} µs/chunk (server CPU {busy:.0f}%)  RSS {phase.rss_peak:.0f} MB  "
+        f"{phase.us_per_chunk:6.1f} µs/chunk (server CPU {busy:.0f}%)  "
+        f"RSS {phase.rss_at_go:.0f} MB at start, {phase.rss_peak:.0f} MB peak  "
         f"chats {phase.chats}  errors {len(phase.errors)}  clients {clients}"
     )
 

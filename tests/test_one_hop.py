@@ -4,6 +4,7 @@ session cookie still needs its CSRF token, a key does not, security headers are 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -83,3 +84,30 @@ async def test_a_browser_session_still_needs_its_csrf_token_and_a_key_does_not()
     assert refused.status_code == 403 and "CSRF" in refused.text
     assert allowed.status_code == 200, allowed.text
     assert by_key.status_code == 200, by_key.text
+
+
+async def test_at_most_the_given_number_of_requests_run_their_view_at_once() -> None:
+    import threading
+    import time
+
+    from django.http import HttpResponse
+
+    handler = OneHopASGIHandler(threads=2)
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def view(request: Any) -> HttpResponse:  # the chain and view of one request, in its thread
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        return HttpResponse("ok")
+
+    handler.get_response = view  # type: ignore[method-assign]
+    async with client(handler) as http:
+        responses = await asyncio.gather(*(http.get("/healthz") for _ in range(6)))
+    assert [r.status_code for r in responses] == [200] * 6
+    assert most == 2
