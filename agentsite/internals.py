@@ -266,7 +266,7 @@ class ContractWebSocketFactory(daphne_server.WebSocketFactory):  # type: ignore[
 def close_websockets_by_contract() -> None:
     """Make the next daphne Server built in this process use ContractWebSocketFactory."""
     daphne_server.WebSocketFactory = ContractWebSocketFactory
-    autobahn_protocol.pformat = _pformat_for_debug_only  # 5. below
+    autobahn_protocol.pformat = _pformat_for_debug_only  # type: ignore[assignment]  # 5. below
 
 
 # -- 5. no debug work on a socket's handshake --------------------------------------------------------------
@@ -277,7 +277,7 @@ _DEBUG_LEVELS = frozenset({"debug", "trace"})
 
 def _pformat_for_debug_only(value: Any) -> str:
     """autobahn's `pformat`, only when its debug lines are shown (they are its only use on a server)."""
-    if txaio.get_global_log_level() in _DEBUG_LEVELS:
+    if txaio.get_global_log_level() in _DEBUG_LEVELS:  # type: ignore[attr-defined]
         return str(_pformat(value))
     return "(shown at log level debug)"
 

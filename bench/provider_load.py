@@ -380,7 +380,7 @@ class Phase:
     server_cpu: float
     client_cpu: list[float]
     rss_peak: float
-    rss_at_go: float = 0.0  # with every client connected (reuse: its session and socket open), before the load
+    rss_at_go: float = 0.0  # every client connected (reuse: session and socket open), before the load
 
     @property
     def chunks_per_second(self) -> float:

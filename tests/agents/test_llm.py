@@ -290,7 +290,7 @@ async def test_replies_reuse_one_kept_alive_connection(fake_llm: FakeLLMServer, 
 
 
 def test_sse_lines_split_on_every_line_end_even_across_reads() -> None:
-    from agents.llm import _SseLines
+    from agents.model_stream import SseLines as _SseLines
 
     lines = _SseLines()
     got = lines.feed(b'data: {"a":1}\r')  # the LF of this CRLF comes with the next read
