@@ -68,8 +68,14 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	PYTHONPATH=. DEBUG=true AGENTSITE_DATA_DIR=var/mypy $(VENV)/bin/mypy agentsite chat agents acp mcpservers cron portal
 
-bench: setup
-	$(VPY) bench/ws_load.py
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
+	$(VPY) -m pip install --quiet -e '.[test,bench]'
+	@touch $@
+
+# The socket path (ws_load.py), then the provider path against the floor (provider_load.py, issue 18);
+# both always run, and the exit status says whether every target of both was met.
+bench: setup $(VENV)/.bench-installed
+	@status=0; $(VPY) bench/ws_load.py || status=1; $(VPY) bench/provider_load.py || status=1; exit $$status
 
 # Two servers on Postgres + a Redis of its own under faults, ~10 min (bench/README.md "Soak"). Not in `make test`.
 SOAK_ARGS ?=

@@ -6,20 +6,24 @@ assembled tool calls, finish reason and usage), so that is the whole interface. 
 
 Why the raw stream: the ``openai`` SDK builds a pydantic object per streamed chunk (~110 µs
 of CPU each on this machine); reading the same SSE lines through
-``with_streaming_response`` and ``json.loads`` costs ~35 µs. We keep the SDK for what it
-is good at (request building, auth, retries of the initial request, timeouts, typed HTTP
-errors) and parse the lines ourselves. Every failure becomes a :class:`ModelError` whose
-message names the provider and the model, because it is shown to the user as is.
+``with_streaming_response`` and ``json.loads`` costs ~35 µs, and splitting the body's bytes into
+lines ourselves with orjson for each item less again (agents/model_stream.py; bench/README.md, issue 18).
+We keep the SDK for what it is good at (the request's URL, headers and auth, retries of the initial
+request, timeouts, typed HTTP errors), build its request once per provider (agentsite/internals.py, trick
+6) and parse the lines ourselves. Every failure becomes a :class:`ModelError` whose message names the
+provider and the model, because it is shown to the user as is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+import orjson
 
 from agents.endpoints import (
     capped_body,
@@ -29,11 +33,22 @@ from agents.endpoints import (
     provider_policy,
     refusal_of,
 )
+from agents.model_stream import (
+    ModelChunk,
+    ModelError,
+    SseLines,
+    StreamAssembler,
+    ToolCall,
+    drain_body,
+    short_detail,
+)
 from agentsite.encryption import is_unreadable, unreadable_message
 from agentsite.outbound import OutboundPolicy, Resolver
 
 if TYPE_CHECKING:
     import openai
+
+__all__ = ["ModelChunk", "ModelClient", "ModelError", "OpenAIModelClient", "ToolCall", "error_from_sdk"]
 
 
 def _sdk() -> Any:
@@ -48,7 +63,6 @@ logger = logging.getLogger(__name__)
 
 # Keys of a request body that the turn decides; generation options may not override them.
 _RESERVED_KEYS = frozenset({"model", "messages", "tools", "stream", "stream_options", "n"})
-_DETAIL_LIMIT = 300
 
 
 @functools.cache
@@ -70,53 +84,6 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
         transport.append(module.TransportError)
         transport.append(module.StreamError)
     return tuple(timeouts), tuple(transport)
-
-
-class ModelError(Exception):
-    """A model call failed; ``message`` is a sentence for the user naming provider and model."""
-
-    def __init__(self, code: str, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-
-    def to_dict(self) -> dict[str, str]:
-        return {"code": self.code, "message": self.message}
-
-
-@dataclass(slots=True)
-class ToolCall:
-    """One tool call as the model asked for it; ``arguments`` is the raw JSON text it sent."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def to_openai(self) -> dict[str, Any]:
-        """The form an assistant message's ``tool_calls`` entry takes in the chat history."""
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
-        }
-
-
-@dataclass(slots=True)
-class ModelChunk:
-    """A piece of a streamed answer.
-
-    Text and reasoning chunks carry ``content`` / ``reasoning``. The stream always ends with
-    exactly one chunk with ``done=True`` holding the assembled ``tool_calls``, the
-    ``finish_reason`` and the ``usage`` (None when the server reported none).
-    """
-
-    content: str = ""
-    reasoning: str = ""
-    done: bool = False
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    finish_reason: str | None = None
-    usage: dict[str, int] | None = None
 
 
 class ModelClient(Protocol):
@@ -177,9 +144,36 @@ class OpenAIModelClient:
             max_retries=max_retries,
             http_client=guarded_http_client(sdk, policy or provider_policy(), resolver),
         )
+        self._stream_request: Any = None  # agentsite/internals.py SdkStreamRequest, made on first use
 
     async def aclose(self) -> None:
         await self._client.close()
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, payload: dict[str, Any]) -> AsyncIterator[Any]:
+        """The streamed response (httpx) of a chat-completions request, as the SDK sends it and with its
+        retries and errors, without its per-request machinery (agentsite/internals.py, trick 6)."""
+        if self._stream_request is None:
+            from agentsite.internals import SdkStreamRequest  # with the SDK: on the first model call
+
+            usable = SdkStreamRequest.usable(self._client)
+            self._stream_request = SdkStreamRequest(self._client, "/chat/completions") if usable else False
+        if self._stream_request is False:  # credentials the SDK refreshes per request: its own path
+            extra_body = {k: v for k, v in payload.items() if k not in ("model", "stream", "stream_options")}
+            async with self._client.chat.completions.with_streaming_response.create(
+                model=payload["model"],
+                messages=[],
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_body=extra_body,
+            ) as wrapped:
+                yield wrapped.http_response
+            return
+        response = await self._stream_request.send(_dumps(payload))
+        try:
+            yield response
+        finally:
+            await response.aclose()
 
     def _check_key(self) -> None:
         if self._key_error is not None:
@@ -211,29 +205,33 @@ class OpenAIModelClient:
         tools: list[dict[str, Any]] | None = None,
         generation: dict[str, Any] | None = None,
     ) -> AsyncIterator[ModelChunk]:
-        # messages and tools go in extra_body, which the SDK merges into the JSON as is: its
-        # typed transform of the same plain dicts costs ~1 ms per request, more with long
-        # histories, and changes nothing for JSON-ready data.
-        extra_body = {k: v for k, v in (generation or {}).items() if k not in _RESERVED_KEYS}
-        extra_body["messages"] = messages
+        # The body is JSON made here, once (orjson): the SDK's typed transform of the same plain dicts
+        # costs ~1 ms per request, more with long histories, and changes nothing for JSON-ready data.
+        payload = {k: v for k, v in (generation or {}).items() if k not in _RESERVED_KEYS}
+        payload.update(model=model, messages=messages, stream=True, stream_options={"include_usage": True})
         if tools:
-            extra_body["tools"] = tools
-        kwargs: dict[str, Any] = {
-            "model": model,
-            "messages": [],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "extra_body": extra_body,
-        }
+            payload["tools"] = tools
         self._check_key()
-        assembler = _StreamAssembler(self.provider_name, model)
+        assembler = StreamAssembler(self.provider_name, model)
         try:
-            async with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
-                async for line in response.iter_lines():
-                    for chunk in assembler.feed_line(line):
-                        yield chunk
+            async with self._open_stream(payload) as response:
+                lines = SseLines()
+                body = response.aiter_bytes()
+                async for data in body:
+                    for line in lines.feed(data):
+                        for chunk in assembler.feed_line(line):
+                            yield chunk
                     if assembler.finished:
+                        # Read the end of the body (after `[DONE]` it ends at once) so that the connection
+                        # goes back to the pool: one closed early is dropped, and the next reply pays a
+                        # new connection.
+                        await drain_body(body)
+                        await body.aclose()  # type: ignore[attr-defined]  # an async generator
                         break
+                else:
+                    for line in lines.close():
+                        for chunk in assembler.feed_line(line):
+                            yield chunk
                 for chunk in assembler.flush():
                     yield chunk
         except ModelError:
@@ -250,7 +248,7 @@ class OpenAIModelClient:
             raise ModelError(
                 "stream_broken",
                 f"The connection to provider '{self.provider_name}' broke while model '{model}' "
-                f"was answering ({_short(str(exc)) or type(exc).__name__}).",
+                f"was answering ({short_detail(str(exc)) or type(exc).__name__}).",
             ) from None
         yield assembler.finish()
 
@@ -271,14 +269,14 @@ def error_from_sdk(
     if refused is not None:
         return ModelError("address_refused", f"{who} was not called: {refused}")
     if isinstance(exc, openai.APIConnectionError):
-        cause = _short(str(exc.__cause__ or exc))
+        cause = short_detail(str(exc.__cause__ or exc))
         where = f" at {base_url}" if base_url else ""
         return ModelError(
             "connection_failed", f"Could not connect to provider '{provider}'{where} for {what}: {cause}."
         )
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, who=who, what=what, model=model)
-    return ModelError("provider_error", f"{who} failed for {what}: {_short(exc.message)}")
+    return ModelError("provider_error", f"{who} failed for {what}: {short_detail(exc.message)}")
 
 
 def _status_error(exc: openai.APIStatusError, *, who: str, what: str, model: str | None) -> ModelError:
@@ -314,132 +312,15 @@ def _server_detail(exc: openai.APIStatusError) -> str:
     if isinstance(body, dict):
         message = body.get("message") or (body.get("error") or {}).get("message")
         if isinstance(message, str):
-            return _short(message)
+            return short_detail(message)
     if isinstance(body, str):
-        return _short(body)
+        return short_detail(body)
     return ""
 
 
-def _short(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"
-
-
-class _StreamAssembler:
-    """Reads SSE lines of a chat-completions stream into ModelChunks, assembling tool calls.
-
-    Tool-call fragments arrive keyed by ``index``; some servers omit the index or reuse
-    index 0 with a new id for the next call, so a new id also starts a new call.
-    """
-
-    def __init__(self, provider: str, model: str) -> None:
-        self.provider = provider
-        self.model = model
-        self.finished = False
-        self._data: list[str] = []
-        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument fragments]]
-        self._order: list[int] = []
-        self._finish_reason: str | None = None
-        self._usage: dict[str, int] | None = None
-
-    def feed_line(self, line: str) -> list[ModelChunk]:
-        if line.startswith("data:"):
-            self._data.append(line[6:] if line.startswith("data: ") else line[5:])
-            return []
-        if line == "" and self._data:
-            data = "\n".join(self._data)
-            self._data = []
-            return self._event(data)
-        # Comments (": keep-alive"), "event:"/"id:"/"retry:" fields and stray blank lines.
-        return []
-
-    def flush(self) -> list[ModelChunk]:
-        """An event whose closing blank line never came (the body just ended) still counts."""
-        if not self._data or self.finished:
-            return []
-        data = "\n".join(self._data)
-        self._data = []
-        return self._event(data)
-
-    def _event(self, data: str) -> list[ModelChunk]:
-        if data.strip() == "[DONE]":
-            self.finished = True
-            return []
-        try:
-            payload = json.loads(data)
-        except ValueError:
-            raise ModelError(
-                "invalid_response",
-                f"Provider '{self.provider}' sent something that is not JSON in the stream for "
-                f"model '{self.model}': {_short(data)[:80]!r}.",
-            ) from None
-        if not isinstance(payload, dict):
-            raise ModelError(
-                "invalid_response",
-                f"Provider '{self.provider}' sent an unexpected stream item for model '{self.model}'.",
-            )
-        if payload.get("error"):
-            error = payload["error"]
-            detail = error.get("message") if isinstance(error, dict) else error
-            raise ModelError(
-                "provider_error",
-                f"Provider '{self.provider}' reported an error midway for model '{self.model}': "
-                f"{_short(str(detail))}",
-            )
-        usage = payload.get("usage")
-        if isinstance(usage, dict):
-            self._usage = {k: v for k, v in usage.items() if isinstance(v, int)}
-        out: list[ModelChunk] = []
-        for choice in payload.get("choices") or ():
-            self._choice(choice, out)
-        return out
-
-    def _choice(self, choice: dict[str, Any], out: list[ModelChunk]) -> None:
-        delta = choice.get("delta") or {}
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(reasoning, str) and reasoning:
-            out.append(ModelChunk(reasoning=reasoning))
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            out.append(ModelChunk(content=content))
-        for fragment in delta.get("tool_calls") or ():
-            self._tool_fragment(fragment)
-        if choice.get("finish_reason"):
-            self._finish_reason = choice["finish_reason"]
-
-    def _tool_fragment(self, fragment: dict[str, Any]) -> None:
-        call_id = fragment.get("id")
-        index = fragment.get("index")
-        if not isinstance(index, int):
-            index = self._order[-1] if self._order and not call_id else len(self._order)
-        current = self._calls.get(index)
-        if current is not None and call_id and current[0] and call_id != current[0]:
-            index = max(self._calls) + 1
-            current = None
-        if current is None:
-            current = self._calls[index] = ["", "", []]
-            self._order.append(index)
-        function = fragment.get("function") or {}
-        if call_id:
-            current[0] = call_id
-        if function.get("name"):
-            current[1] += function["name"]
-        if isinstance(function.get("arguments"), str):
-            current[2].append(function["arguments"])
-        elif isinstance(function.get("arguments"), dict):
-            current[2].append(json.dumps(function["arguments"]))
-
-    def finish(self) -> ModelChunk:
-        """The closing chunk; a stream that ended before it said it was done is broken."""
-        if not self.finished and self._finish_reason is None:
-            raise ModelError(
-                "stream_broken",
-                f"The stream from provider '{self.provider}' ended before model '{self.model}' "
-                "finished its answer.",
-            )
-        calls = [
-            ToolCall(id=c[0] or f"call_{n}", name=c[1], arguments="".join(c[2]))
-            for n, c in enumerate(self._calls[i] for i in self._order)
-        ]
-        finish_reason = self._finish_reason or ("tool_calls" if calls else "stop")
-        return ModelChunk(done=True, tool_calls=calls, finish_reason=finish_reason, usage=self._usage)
+def _dumps(payload: dict[str, Any]) -> bytes:
+    """A request body: orjson, or the standard library for what orjson refuses (an int beyond 64 bits)."""
+    try:
+        return orjson.dumps(payload)
+    except (TypeError, orjson.JSONEncodeError):
+        return json.dumps(payload, separators=(",", ":")).encode()

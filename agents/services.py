@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from agents.endpoints import provider_policy
 from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
+from agentsite.db import table
 
 if TYPE_CHECKING:
     from agents.tools.base import Tool
@@ -108,6 +109,13 @@ def provider_register_from_env() -> Provider | None:
         site.model = model
         site.save()
     return provider
+
+
+def agent_exists(*, name: str) -> bool:
+    """SQL, not the ORM (agentsite/db.py): every new chat asks."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {table(Agent)} WHERE name = %s", [name])
+        return cursor.fetchone() is not None
 
 
 def default_agent_ensure() -> Agent:

@@ -1,14 +1,21 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels with our authentication, and the
-server process's start and stop (agentsite/lifecycle.py: the ASGI lifespan, or a warning without it)."""
+"""ASGI entry point: HTTP through Django (its middleware chain and view in one hand-over to the request's
+thread: agentsite/internals.py), WebSockets through Channels with our authentication, and the server
+process's start and stop (agentsite/lifecycle.py: the ASGI lifespan, or a warning without it)."""
 
 from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentsite.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # what get_asgi_application() does before it builds Django's handler
+
+from django.conf import settings  # noqa: E402
+
+from agentsite.internals import OneHopASGIHandler  # noqa: E402
+
+django_asgi_app = OneHopASGIHandler(threads=settings.AGENTSITE_REQUEST_THREADS)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

@@ -200,3 +200,75 @@ def insert_row(model: type[Model], /, **values: Any) -> None:
 
 def table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
+
+
+@functools.cache
+def _update_statement(
+    model: type[Model], names: tuple[str, ...], keys: tuple[str, ...], vendor: str
+) -> tuple[str, tuple[Field[Any, Any], ...], tuple[Field[Any, Any], ...]]:
+    quote = connection.ops.quote_name
+    meta = model._meta
+    fields = tuple(meta.get_field(name) for name in names)
+    where = tuple(meta.get_field(name) for name in keys)
+    assignments = ", ".join(f"{quote(str(field.column))} = %s" for field in fields)  # type: ignore[union-attr]
+    conditions = " AND ".join(f"{quote(str(field.column))} = %s" for field in where)  # type: ignore[union-attr]
+    return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {conditions}", fields, where  # type: ignore[return-value]
+
+
+def update_rows(model: type[Model], /, where: dict[str, Any], **values: Any) -> int:
+    """`model.objects.filter(**where).update(**values)` for equality conditions, keyed by attname, as one
+    statement (no signals, no `auto_now`: give such fields their value); returns the rows updated. Values
+    are prepared by their fields, as the ORM prepares them."""
+    sql, fields, keys = _update_statement(model, tuple(values), tuple(where), connection.vendor)
+    params = [
+        field.get_db_prep_save(value, connection)
+        for field, value in zip(fields, values.values(), strict=True)
+    ]
+    params += [
+        field.get_db_prep_value(value, connection) for field, value in zip(keys, where.values(), strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+@functools.cache
+def _select_statement(
+    model: type[Model], keys: tuple[str, ...], vendor: str
+) -> tuple[
+    str, tuple[str, ...], tuple[tuple[Any, tuple[Callable[..., Any], ...]], ...], tuple[Field[Any, Any], ...]
+]:
+    quote = connection.ops.quote_name
+    meta = model._meta
+    fields = tuple(meta.concrete_fields)
+    where = tuple(meta.get_field(name) for name in keys)
+    columns = ", ".join(quote(str(field.column)) for field in fields)
+    conditions = " AND ".join(f"{quote(str(field.column))} = %s" for field in where)  # type: ignore[union-attr]
+    sql = f"SELECT {columns} FROM {quote(meta.db_table)} WHERE {conditions}"
+    # What the ORM's compiler applies to each column it reads (the backend's and the field's converters).
+    converting = []
+    for field in fields:
+        column = field.get_col(meta.db_table)
+        converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        converting.append((column, tuple(converters)))
+    return sql, tuple(field.attname for field in fields), tuple(converting), where  # type: ignore[return-value]
+
+
+def select_row[M: Model](model: type[M], /, **where: Any) -> M | None:
+    """`model.objects.filter(**where).first()` without its ordering, for equality conditions keyed by attname
+    that match at most one row, as one prepared statement: the instance the ORM would load, or None."""
+    sql, names, converting, keys = _select_statement(model, tuple(where), connection.vendor)
+    params = [
+        field.get_db_prep_value(value, connection) for field, value in zip(keys, where.values(), strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = []
+    for value, (column, converters) in zip(row, converting, strict=True):
+        for convert in converters:
+            value = convert(value, column, connection)
+        values.append(value)
+    return model.from_db(connection.alias, names, values)

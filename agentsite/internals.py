@@ -21,22 +21,57 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
    docs/protocol.md §3.2 promises; and autobahn lets an application close only with 1000 or 3000–4999,
    not with 1012 ("service restart": reconnect), which a server may send (RFC 6455 §7.4, IANA registry).
    `serve` gives daphne a factory whose sockets do both.
+4. One thread hop per HTTP request (agentsite/asgi.py): Django's ASGI handler runs its middleware chain in
+   async mode, and each `MiddlewareMixin` middleware (nine of ours) then hands its `process_request` and
+   `process_response` to the request's thread one at a time — two hand-overs each, and more where a
+   sync-only middleware sits between async ones. `OneHopASGIHandler` builds the chain in sync mode, as
+   Django's WSGI handler does, and runs chain and view in one hand-over to the request's thread: the same
+   middlewares in the same order (CSRF, sessions, authentication as for every browser request), the same
+   thread for the view and the connection clean-up. Uses BaseHandler's `load_middleware(is_async=False)`
+   and `get_response`, which Django's own handlers call but does not document for subclasses.
+   Measured: see bench/README.md (issue 18, opening a chat).
+5. No debug work on a socket's handshake (agentsite/management/commands/serve.py): autobahn's
+   `_connectionMade` formats its ~30 protocol options with `pprint.pformat` for a debug log line on every
+   new socket, also when nothing logs at debug level. `serve` replaces the module's `pformat` with one that
+   formats only while txaio's log level shows debug lines.
+6. The streamed chat request of a provider, built once (agents/llm.py): the openai SDK builds and sends
+   every request through its generic machinery — options models copied twice, the body's transform, header
+   merging, an auth flow, its retry loop — ~1 ms of CPU per reply on this machine, more than the reply's 50
+   chunks cost. `SdkStreamRequest` asks the SDK once for the URL, headers and timeout it would send, then
+   sends each body (JSON bytes) with the SDK's own httpx client, and on a failure follows the SDK's own
+   rules: its retry decision (`_should_retry`), its back-off (`_calculate_retry_timeout`), its errors
+   (`_make_status_error_from_response`, APITimeoutError, APIConnectionError). A client whose auth is more
+   than a static key (the SDK's refreshable credentials) keeps the SDK's path. The private names are in
+   `OPENAI_PRIVATE_NAMES` (checked like the others; the SDK is imported only when a provider is used).
+7. A burst of frames in one write (chat/consumers.py): each frame sent through daphne goes through its ASGI
+   `send`, its protocol's checks, autobahn's `sendMessage` and `sendFrame` (with a debug line's arguments
+   formatted per frame) and one `transport.write`. `LeanWebsocketConsumer.send_texts` builds the frames of
+   a burst itself — unmasked, uncompressed, unfragmented text frames, byte for byte what autobahn writes
+   (tests/test_internals.py compares them) — and hands them to Twisted in one write, while daphne's
+   socket is open and autobahn would do exactly that (no compression, no fragmentation, nothing queued,
+   within the size limit); otherwise each frame goes the usual way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from asgiref.sync import AsyncToSync, SyncToAsync
+import txaio
+from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from autobahn.websocket import protocol as autobahn_protocol
 from channels import consumer as channels_consumer
 from channels import utils as channels_utils
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from daphne import server as daphne_server
 from daphne import ws_protocol as daphne_ws_protocol
+from django.core.handlers import base as django_handlers
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
 
 # What the tricks use that their libraries do not promise: (owner, attribute).
 PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
@@ -50,18 +85,46 @@ PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
     (daphne_server, "WebSocketFactory"),
     (daphne_ws_protocol.WebSocketProtocol, "serverClose"),
     (daphne_ws_protocol.WebSocketProtocol, "sendCloseFrame"),
+    (django_handlers.BaseHandler, "load_middleware"),
+    (django_handlers.BaseHandler, "get_response"),
+    (ASGIHandler, "get_response_async"),
+    (autobahn_protocol, "pformat"),
 )
 
 SERVER_SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
 
 
+# The openai SDK's, for trick 6: (module, class or None, attribute). Checked by `missing()`.
+OPENAI_PRIVATE_NAMES: tuple[tuple[str, str | None, str], ...] = (
+    ("openai._base_client", "BaseClient", "_build_request"),
+    ("openai._base_client", "BaseClient", "_should_retry"),
+    ("openai._base_client", "BaseClient", "_calculate_retry_timeout"),
+    ("openai._base_client", "BaseClient", "_make_status_error_from_response"),
+    ("openai._base_client", "BaseClient", "_idempotency_key"),
+    ("openai._base_client", "AsyncAPIClient", "_prepare_options"),
+    ("openai._base_client", None, "timeout_exceptions"),
+    ("openai._base_client", None, "request_exceptions"),
+    ("openai._models", "FinalRequestOptions", "construct"),
+    ("openai", "AsyncOpenAI", "custom_auth"),
+)
+
+
 def missing() -> list[str]:
     """The private names that are gone (empty while every trick still works)."""
-    return [
+    import importlib
+
+    gone = [
         f"{getattr(owner, '__name__', owner)}.{name}"
         for owner, name in PRIVATE_NAMES
         if not hasattr(owner, name)
     ]
+    for module_name, class_name, name in OPENAI_PRIVATE_NAMES:
+        owner: Any = importlib.import_module(module_name)
+        if class_name is not None:
+            owner = getattr(owner, class_name, None)
+        if owner is None or not hasattr(owner, name):
+            gone.append(f"{module_name}.{class_name + '.' if class_name else ''}{name}")
+    return gone
 
 
 # -- 1. the database thread ---------------------------------------------------------------------------
@@ -119,6 +182,60 @@ class LeanWebsocketConsumer(AsyncWebsocketConsumer):
     async def send_text(self, text: str) -> None:
         await self._send_raw({"type": "websocket.send", "text": text})
 
+    async def send_texts(self, texts: Sequence[str]) -> None:
+        """Several text frames, in order: in one write to the socket when it can take them (trick 7)."""
+        if len(texts) > 1 and write_text_frames(self._send_raw, texts):
+            return
+        for text in texts:
+            await self.send_text(text)
+
+
+# -- 7. a burst of frames in one write --------------------------------------------------------------------
+
+_OPEN = daphne_ws_protocol.WebSocketProtocol.STATE_OPEN
+_LENGTH_16 = 0xFFFF
+
+
+def _text_frame(payload: bytes) -> bytes:
+    """A final, unmasked text frame (RFC 6455 §5.2), as autobahn's `sendFrame` builds it for a server."""
+    size = len(payload)
+    if size <= 125:
+        return b"\x81" + size.to_bytes(1, "big") + payload
+    if size <= _LENGTH_16:
+        return b"\x81\x7e" + size.to_bytes(2, "big") + payload
+    return b"\x81\x7f" + size.to_bytes(8, "big") + payload
+
+
+def write_text_frames(send: Any, texts: Sequence[str]) -> bool:
+    """Write `texts` as text frames in one go on the daphne socket behind `send` (the server's own `send`,
+    `functools.partial(Server.handle_reply, protocol)`). False, with nothing written, when the socket is not
+    one autobahn would write them to as they are: then the caller sends them one by one."""
+    if not isinstance(send, functools.partial) or not send.args:
+        return False
+    protocol = send.args[0]
+    if not isinstance(protocol, daphne_ws_protocol.WebSocketProtocol) or protocol.state != _OPEN:
+        return False
+    # autobahn's per-connection settings (copied from its factory when the connection is made); a name that
+    # is gone counts as "not as assumed", and the frames go the usual way.
+    settings_as_assumed = (
+        getattr(protocol, "transport", None) is not None
+        and getattr(protocol, "_perMessageCompress", True) is None
+        and not getattr(protocol, "send_queue", True)
+        and getattr(protocol, "autoFragmentSize", 1) == 0
+        and getattr(protocol, "logFrames", True) is False
+        and getattr(protocol, "logOctets", True) is False
+        and not getattr(protocol, "trackedTimings", True)
+        and getattr(protocol.factory, "maskServerFrames", True) is False
+    )
+    if not settings_as_assumed:
+        return False
+    payloads = [text.encode("utf-8") for text in texts]
+    limit = getattr(protocol, "maxMessagePayloadSize", 0)
+    if limit and any(len(payload) > limit for payload in payloads):
+        return False  # autobahn refuses it: let it, as before
+    protocol.transport.write(b"".join([_text_frame(payload) for payload in payloads]))
+    return True
+
 
 # -- 3. closing sockets with the codes the contract names ------------------------------------------------
 
@@ -149,3 +266,112 @@ class ContractWebSocketFactory(daphne_server.WebSocketFactory):  # type: ignore[
 def close_websockets_by_contract() -> None:
     """Make the next daphne Server built in this process use ContractWebSocketFactory."""
     daphne_server.WebSocketFactory = ContractWebSocketFactory
+    autobahn_protocol.pformat = _pformat_for_debug_only  # type: ignore[assignment]  # 5. below
+
+
+# -- 5. no debug work on a socket's handshake --------------------------------------------------------------
+
+_pformat = autobahn_protocol.pformat
+_DEBUG_LEVELS = frozenset({"debug", "trace"})
+
+
+def _pformat_for_debug_only(value: Any) -> str:
+    """autobahn's `pformat`, only when its debug lines are shown (they are its only use on a server)."""
+    if txaio.get_global_log_level() in _DEBUG_LEVELS:  # type: ignore[attr-defined]
+        return str(_pformat(value))
+    return "(shown at log level debug)"
+
+
+# -- 4. one thread hop per HTTP request ------------------------------------------------------------------
+
+
+class OneHopASGIHandler(ASGIHandler):
+    """Django's ASGI handler with its middleware chain in sync mode, run with the view in one hand-over to
+    the request's thread (see the module docstring). An async view still works: Django's sync path runs it
+    with async_to_sync, as under WSGI.
+
+    At most `threads` requests run their chain and view at once (the others wait their turn, in order):
+    Django starts a thread (and, per thread, a database connection) for every request in flight, and 200 at
+    once cost ~50 MB of memory and the GIL's hand-overs between them without serving any faster."""
+
+    def __init__(self, threads: int = 32) -> None:
+        django_handlers.BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
+        self._threads = threads
+        self._slots: asyncio.Semaphore | None = None  # made in the server's event loop
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self._threads)
+        async with self._slots:
+            return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+
+# -- 6. the streamed chat request of a provider, built once ----------------------------------------------
+
+
+class SdkStreamRequest:
+    """POSTs JSON bodies to one path of an openai SDK client and returns the streamed httpx response,
+    as the SDK's `with_streaming_response` would (see the module docstring): same URL, headers, timeout
+    and client; same retries and errors. Sync-free and cheap per call once `prepare` has run."""
+
+    def __init__(self, client: Any, path: str) -> None:
+        self._client = client
+        self._path = path
+        # (request class, URL, headers, extensions, options) as the SDK builds them for this path
+        self._prepared: tuple[Any, Any, dict[str, str], dict[str, Any], Any] | None = None
+
+    @staticmethod
+    def usable(client: Any) -> bool:
+        """Only for a static key: the SDK refreshes other credentials per request."""
+        return client.custom_auth is None and isinstance(client.api_key, str)
+
+    async def _prepare(self) -> tuple[Any, Any, dict[str, str], dict[str, Any], Any]:
+        if self._prepared is None:
+            from openai._models import FinalRequestOptions
+
+            options = FinalRequestOptions.construct(method="post", url=self._path, json_data={})
+            options = await self._client._prepare_options(options)
+            template = self._client._build_request(options, retries_taken=0)
+            headers = {k: v for k, v in template.headers.items() if k.lower() != "content-length"}
+            # The client's own headers are merged in already: requests are made with the class alone.
+            self._prepared = (type(template), template.url, headers, dict(template.extensions), options)
+        return self._prepared
+
+    async def send(self, body: bytes) -> Any:
+        from openai import APIConnectionError, APITimeoutError
+        from openai._base_client import request_exceptions, timeout_exceptions
+
+        request_class, url, headers, extensions, options = await self._prepare()
+        client = self._client
+        http = client._client
+        max_retries = client.max_retries
+        idempotency = getattr(client, "_idempotency_header", None)  # set per client class, if at all
+        for retries_taken in range(max_retries + 1):
+            remaining = max_retries - retries_taken
+            sent = dict(headers)
+            sent["x-stainless-retry-count"] = str(retries_taken)
+            if idempotency:
+                sent[idempotency] = client._idempotency_key()
+            request = request_class("POST", url, headers=sent, content=body, extensions=extensions)
+            try:
+                response = await http.send(request, stream=True)
+            except timeout_exceptions() as exc:
+                if remaining > 0:
+                    await asyncio.sleep(client._calculate_retry_timeout(remaining, options, None))
+                    continue
+                raise APITimeoutError(request=request) from exc
+            except request_exceptions() as exc:
+                if remaining > 0:
+                    await asyncio.sleep(client._calculate_retry_timeout(remaining, options, None))
+                    continue
+                raise APIConnectionError(request=request) from exc
+            if response.status_code < 400:
+                return response
+            if remaining > 0 and client._should_retry(response):
+                await response.aclose()
+                await asyncio.sleep(client._calculate_retry_timeout(remaining, options, response.headers))
+                continue
+            await response.aread()
+            raise client._make_status_error_from_response(response) from None
+        raise AssertionError("unreachable: the last attempt returns or raises")

@@ -287,6 +287,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MAX_BODY_BYTES
 # A file uploaded into a session's workspace (PUT …/files/{path}, chat/files_api.py) may be this large.
 AGENTSITE_MAX_UPLOAD_BYTES = env_int("AGENTSITE_MAX_UPLOAD_BYTES", 25 * 1024 * 1024, minimum=1024)
 AGENTSITE_WS_MAX_FRAME_BYTES = env_int("AGENTSITE_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
+# HTTP requests whose middleware and view run at once (each in a thread of its own); the others wait.
+AGENTSITE_REQUEST_THREADS = env_int("AGENTSITE_REQUEST_THREADS", 32, minimum=1)
 AGENTSITE_MAX_CONCURRENT_TURNS = env_int("AGENTSITE_MAX_CONCURRENT_TURNS", 32, minimum=1)
 # Fair share and limits per user (docs/protocol.md §6.4); 0 means no limit.
 AGENTSITE_USER_MAX_CONCURRENT_TURNS = env_int("AGENTSITE_USER_MAX_CONCURRENT_TURNS", 4, minimum=0)
@@ -297,6 +299,8 @@ AGENTSITE_MAX_TOOL_STEPS = env_int("AGENTSITE_MAX_TOOL_STEPS", 20, minimum=1)
 AGENTSITE_CONFIRMATION_TIMEOUT = env_float("AGENTSITE_CONFIRMATION_TIMEOUT", 300.0, minimum=0.1)
 AGENTSITE_SESSION_LEASE_SECONDS = env_float("AGENTSITE_SESSION_LEASE_SECONDS", 10.0, minimum=1.0)
 AGENTSITE_EVENT_RETENTION = env_int("AGENTSITE_EVENT_RETENTION", 2000, minimum=100)
+# ... and at most this much of them (bytes, roughly: chat/live/events.py), beyond the running and last run.
+AGENTSITE_EVENT_RETENTION_BYTES = env_int("AGENTSITE_EVENT_RETENTION_BYTES", 256 * 1024, minimum=16 * 1024)
 AGENTSITE_DEMO_DELAY = env_float("AGENTSITE_DEMO_DELAY", 0.03, minimum=0.0)
 AGENTSITE_REQUIRE_SERVICES = env_bool("AGENTSITE_REQUIRE_SERVICES", False)
 # Under an ASGI server with lifespan support: run the cron scheduler in the server process too.

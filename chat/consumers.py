@@ -148,18 +148,19 @@ class ChatConsumer(LeanWebsocketConsumer):
 
     async def _send_events(self, queue: EventQueue) -> None:
         while True:
-            # Take everything that is waiting in one wake-up: a streaming turn publishes bursts.
+            # Take everything that is waiting in one wake-up: a streaming turn publishes bursts, and each
+            # slice of a burst goes to the socket in one write (agentsite/internals.py, trick 7).
             batch = [await queue.get()]
             while not queue.empty():
                 batch.append(queue.get_nowait())
+            texts: list[str] = []
             for sent, event in enumerate(batch, 1):
-                if sent % SEND_SLICE == 0:
-                    await asyncio.sleep(0)  # see SEND_SLICE
-                if event is UNAVAILABLE:
-                    await self._refuse("unavailable", UNAVAILABLE_MESSAGE, CLOSE_TRY_AGAIN)
-                    return
-                if event is _CLOSED:
-                    await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
+                if event is UNAVAILABLE or event is _CLOSED:
+                    await self.send_texts(texts)
+                    if event is UNAVAILABLE:
+                        await self._refuse("unavailable", UNAVAILABLE_MESSAGE, CLOSE_TRY_AGAIN)
+                    else:
+                        await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
                     return
                 if event is _ACCOUNT_ENDED:
                     await self._refuse("unauthorized", self.ended, CLOSE_UNAUTHORIZED)
@@ -169,7 +170,12 @@ class ChatConsumer(LeanWebsocketConsumer):
                     if seq <= self.sent_seq:
                         continue  # already in the snapshot or the replay
                     self.sent_seq = seq
-                await self.send_text(encode_event(event))
+                texts.append(encode_event(event))
+                if sent % SEND_SLICE == 0:
+                    await self.send_texts(texts)
+                    texts = []
+                    await asyncio.sleep(0)  # see SEND_SLICE
+            await self.send_texts(texts)
 
     async def disconnect(self, code: int) -> None:
         if self.sender is not None:

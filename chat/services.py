@@ -8,16 +8,16 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from agents.contract import ApprovalMode, ChatRequest, InputError
-from agents.models import DEFAULT_AGENT, Agent
-from agents.services import default_agent_ensure
+from agents.models import DEFAULT_AGENT
+from agents.services import agent_exists, default_agent_ensure
 from agentsite.audit.actions import SESSION_DELETE
 from agentsite.audit.services import audit_record
-from agentsite.db import database_call
+from agentsite.db import database_call, select_row, table
 from agentsite.exceptions import check_limit
 from chat.exceptions import AgentNotFound, SessionClosed, SessionExists, SessionNotFound
 from chat.live import live_sessions
@@ -55,9 +55,8 @@ def session_search_for_user(*, user: User, q: str = "", archived: bool = False) 
 
 def session_get_for_user(*, user: User, session_id: str) -> Session:
     """The user's session; another user's session is reported exactly like a missing one."""
-    session = (
-        Session.objects.filter(id=session_id, user=user).first() if session_id_is_valid(session_id) else None
-    )
+    # SQL, not the ORM (agentsite/db.py): every socket that opens and every request on a session asks.
+    session = select_row(Session, id=session_id, user_id=user.pk) if session_id_is_valid(session_id) else None
     if session is None:
         raise SessionNotFound(f"Session {session_id} not found")
     return session
@@ -73,13 +72,13 @@ def session_get_open_for_user(*, user: User, session_id: str) -> Session:
 def session_create(
     *, user: User, agent_name: str = "default", title: str = "", session_id: str | None = None
 ) -> Session:
-    if agent_name == DEFAULT_AGENT:
+    if not agent_exists(name=agent_name):
+        if agent_name != DEFAULT_AGENT:
+            raise AgentNotFound(f"Agent {agent_name} not found")
         default_agent_ensure()  # "an agent named default always exists", even after a table flush
-    elif not Agent.objects.filter(name=agent_name).exists():
-        raise AgentNotFound(f"Agent {agent_name} not found")
-    open_sessions = Session.objects.filter(user=user, status=Session.Status.OPEN).count()
     limit = settings.AGENTSITE_USER_MAX_SESSIONS
-    check_limit(open_sessions, limit, what="open chats", setting="AGENTSITE_USER_MAX_SESSIONS")
+    if limit:
+        check_limit(_open_sessions(user.pk), limit, what="open chats", setting="AGENTSITE_USER_MAX_SESSIONS")
     session_id = session_id or str(uuid.uuid4())
     try:
         with transaction.atomic():
@@ -87,6 +86,16 @@ def session_create(
     except IntegrityError:
         # The same answer whoever owns it: the id is taken, nothing more (docs/protocol.md).
         raise SessionExists(f"The session id {session_id} is already in use; choose another.") from None
+
+
+def _open_sessions(user_id: int) -> int:
+    """SQL, not the ORM (agentsite/db.py): every new chat asks."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {table(Session)} WHERE user_id = %s AND status = %s",
+            [user_id, Session.Status.OPEN],
+        )
+        return int(cursor.fetchone()[0])
 
 
 def session_update(

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import F, Max
 from django.utils import timezone
 
 from agents.contract import InputError
-from agentsite.db import database_sync_to_async, insert_row, table
+from agentsite.db import database_sync_to_async, insert_row, table, update_rows
 from chat.models import Message, Session
 from chat.usage import usage_add
 
 ENTERS_HISTORY = frozenset({"running", "steered"})
 _ENTERED_AT = Message._meta.get_field("entered_at")
+_UPDATED_AT = Session._meta.get_field("updated_at")
 
 if TYPE_CHECKING:
     from chat.live.queue import PendingItem
@@ -160,12 +160,20 @@ class DjangoQueueStore:
     def _title_from_first_message(self, item: PendingItem) -> None:
         """An untitled session takes the start of its first message (queue position 0) as its title.
 
-        A new message is activity too: the session's `updated_at` moves (lists sort chats by it)."""
-        now = timezone.now()
+        A new message is activity too: the session's `updated_at` moves (lists sort chats by it).
+        SQL, not the ORM (agentsite/db.py): this runs for every message."""
+        now = _UPDATED_AT.get_db_prep_save(timezone.now(), connection)
         title = " ".join(item.request.content.split())[:60] if item.order == 0 else ""
-        if title:
-            Session.objects.filter(id=self.session_id, title="").update(title=title, updated_at=now)
-        Session.objects.filter(id=self.session_id, updated_at__lt=now).update(updated_at=now)
+        with connection.cursor() as cursor:
+            if title:
+                cursor.execute(
+                    f"UPDATE {table(Session)} SET title = %s, updated_at = %s WHERE id = %s AND title = ''",
+                    [title, now, self.session_id],
+                )
+            cursor.execute(
+                f"UPDATE {table(Session)} SET updated_at = %s WHERE id = %s AND updated_at < %s",
+                [now, self.session_id, now],
+            )
 
     def _insert(self, item: PendingItem, status: str) -> None:
         request = item.request
@@ -252,55 +260,72 @@ def _insert_pending(*, session_id: str, request: Any) -> None:
 def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> StoredState:
     """Read the stored queue and reserve a fresh block of seqs (sync; call via database_sync_to_async).
 
-    With a fencing token, first claim the session: refused (Fenced) unless the token is newer than every
-    token that claimed it before. Equal is refused too: tokens come from a Redis counter, and a Redis that
-    lost its data counts again from 1, so an equal token may be another process's (the caller raises the
-    counter above the stored token and tries again).
+    With a fencing token, first claim it, refused (Fenced) unless above every earlier token (a Redis that
+    lost its data counts from 1 again: the caller raises its counter). SQL: claim, then one read of all.
     """
     from agents.contract import ChatRequest
     from chat.live.queue import PendingItem
 
-    session = Session.objects.select_for_update().get(id=session_id)
-    if token is not None:
-        if session.owner_token >= token:
-            raise Fenced(
-                f"Session {session_id} was claimed with token {session.owner_token}.", session.owner_token
+    sessions, messages = table(Session), table(Message)
+    with connection.cursor() as cursor:
+        if token is None:
+            cursor.execute(
+                f"UPDATE {sessions} SET seq_reserved = seq_reserved + %s WHERE id = %s",
+                [seq_block, session_id],
             )
-        Session.objects.filter(id=session_id).update(owner_token=token)
-    rows = Message.objects.filter(session_id=session_id, role=Message.Role.USER)
-    pending = [
-        PendingItem(
-            request=ChatRequest(
-                message_id=row.message_id,
-                content=row.content,
-                config=row.config,
-                approval_mode=row.approval_mode,  # type: ignore[arg-type]
-                model=row.model or None,
-            ),
-            order=row.queue_order,  # type: ignore[arg-type]  # None until placed below
-            steer_requested=False,  # deferred steers belong to a turn that no longer exists
+        else:
+            cursor.execute(
+                f"UPDATE {sessions} SET seq_reserved = seq_reserved + %s, owner_token = %s"
+                " WHERE id = %s AND owner_token < %s",
+                [seq_block, token, session_id, token],
+            )
+        if cursor.rowcount == 0:
+            stored = Session.objects.filter(id=session_id).values_list("owner_token", flat=True).first()
+            if stored is None:
+                raise Session.DoesNotExist(f"Session {session_id} does not exist.")
+            raise Fenced(f"Session {session_id} was claimed with token {stored}.", stored)
+        user = Message.Role.USER
+        cursor.execute(
+            f"SELECT s.user_id, s.paused, s.seq_reserved,"
+            f" (SELECT MAX(queue_order) FROM {messages} WHERE session_id = %s AND role = %s),"
+            " m.message_id, m.content, m.config, m.approval_mode, m.model, m.queue_order, m.status"
+            f" FROM {sessions} s LEFT JOIN {messages} m"
+            " ON m.session_id = s.id AND m.role = %s AND m.status IN (%s, %s, 'steered')"
+            " WHERE s.id = %s ORDER BY m.queue_order IS NULL, m.queue_order, m.created_at, m.id",
+            [session_id, user, user, Message.PENDING, Message.RUNNING, session_id],
         )
-        for row in rows.filter(status=Message.PENDING).order_by(
-            F("queue_order").asc(nulls_last=True), "created_at", "id"
-        )
-    ]
-    top = rows.aggregate(top=Max("queue_order"))["top"]
+        rows = cursor.fetchall()
+    user_id, paused, seq_reserved, top = rows[0][:4]
+    pending: list[PendingItem] = []
+    running, steered = [], []  # message ids
+    for *_, message_id, content, config, approval_mode, model, queue_order, status in rows:
+        if status == Message.RUNNING:
+            running.append(message_id)
+        elif status == "steered":
+            steered.append(message_id)
+        elif status == Message.PENDING:
+            request = ChatRequest(
+                message_id=message_id,
+                content=content,
+                config=json.loads(config) if isinstance(config, str) else config,  # JSON arrives as text
+                approval_mode=approval_mode,
+                model=model or None,
+            )
+            # steer_requested: deferred steers belong to a turn that no longer exists
+            pending.append(PendingItem(request=request, order=queue_order, steer_requested=False))
     next_order = (top + 1) if top is not None else 0
     for item in pending:
         if item.order is None:  # stored while the session had no owner
             item.order = next_order
             next_order += 1
-    running = list(rows.filter(status=Message.RUNNING).values_list("message_id", flat=True))
-    # Steered into a turn that no process runs any more: they end with it (a turn runs only while owned).
-    rows.filter(status="steered").update(status="interrupted")
-    seq_reserved = session.seq_reserved
-    Session.objects.filter(id=session_id).update(seq_reserved=seq_reserved + seq_block)
+    if steered:  # into a turn no process runs any more: they end with it (a turn runs only while owned)
+        Message.objects.filter(session_id=session_id, message_id__in=steered).update(status="interrupted")
     return StoredState(
-        user_id=session.user_id,
+        user_id=user_id,
         pending=pending,
-        paused=session.paused,
+        paused=bool(paused),
         next_order=next_order,
-        seq_reserved=seq_reserved,
+        seq_reserved=seq_reserved - seq_block,
         running_message_ids=running,
     )
 
@@ -352,7 +377,7 @@ class DjangoTurnRecorder:
             self._insert(uuid.uuid4().hex, content, reasoning, status, **extra)
         else:
             self._update(row, content, reasoning, status, **extra)
-        Session.objects.filter(id=self.session_id).update(updated_at=timezone.now())
+        update_rows(Session, {"id": self.session_id}, updated_at=timezone.now())
         if status == "completed" and self.user_id is not None:
             usage_add(user_id=self.user_id, model=self.model, usage=extra.get("usage"))
 
@@ -372,9 +397,8 @@ class DjangoTurnRecorder:
         )
 
     def _update(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
-        Message.objects.filter(session_id=self.session_id, message_id=message_id).update(
-            content=content, reasoning=reasoning, status=status, **extra
-        )
+        where = {"session_id": self.session_id, "message_id": message_id}
+        update_rows(Message, where, content=content, reasoning=reasoning, status=status, **extra)
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:
         await database_sync_to_async(insert_row)(

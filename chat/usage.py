@@ -8,12 +8,14 @@ import datetime as dt
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Sum
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Sum
 
+from agentsite.db import table
 from chat.models import Usage
 
 MAX_DAYS = 366
+_DAY = Usage._meta.get_field("day")
 
 
 def today() -> dt.date:
@@ -31,14 +33,7 @@ def usage_add(*, user_id: int, model: str, usage: dict[str, Any] | None) -> None
     prompt, completion = _tokens(usage, "prompt_tokens"), _tokens(usage, "completion_tokens")
     total = _tokens(usage, "total_tokens") or prompt + completion
     day, model = today(), model[:200]
-    counts = {
-        "prompt_tokens": F("prompt_tokens") + prompt,
-        "completion_tokens": F("completion_tokens") + completion,
-        "total_tokens": F("total_tokens") + total,
-        "requests": F("requests") + 1,
-    }
-    rows = Usage.objects.filter(user_id=user_id, day=day, model=model)
-    if rows.update(**counts):
+    if _add(user_id, day, model, prompt, completion, total):
         return
     try:
         with transaction.atomic():  # the first call of the day; another process may create it meanwhile
@@ -52,7 +47,20 @@ def usage_add(*, user_id: int, model: str, usage: dict[str, Any] | None) -> None
                 requests=1,
             )
     except IntegrityError:
-        rows.update(**counts)
+        _add(user_id, day, model, prompt, completion, total)
+
+
+def _add(user_id: int, day: dt.date, model: str, prompt: int, completion: int, total: int) -> bool:
+    """Add to the user's row of the day, if there is one. SQL, not the ORM (agentsite/db.py): this runs for
+    every model call."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table(Usage)} SET prompt_tokens = prompt_tokens + %s,"
+            " completion_tokens = completion_tokens + %s, total_tokens = total_tokens + %s,"
+            " requests = requests + 1 WHERE user_id = %s AND day = %s AND model = %s",
+            [prompt, completion, total, user_id, _DAY.get_db_prep_value(day, connection), model],
+        )
+        return bool(cursor.rowcount)
 
 
 def tokens_today(user_id: int) -> int:

@@ -84,6 +84,28 @@ def test_insert_row_refuses_unknown_fields_and_duplicate_ids() -> None:
     assert Message.objects.filter(session=session).count() == 1
 
 
+def test_update_rows_stores_what_the_orm_update_stores_and_counts_rows() -> None:
+    session = _session()
+    for message_id in ("orm", "raw", "other"):
+        insert_row(Message, session_id=session.id, message_id=message_id, role=Message.Role.ASSISTANT)
+    when = timezone.now()
+    values: dict[str, Any] = dict(
+        content="héllo ✓",
+        status="completed",
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}"}}],
+        usage=None,
+        steer_requested=True,
+        entered_at=when,
+    )
+    Message.objects.filter(session_id=session.id, message_id="orm").update(**values)
+    assert db.update_rows(Message, {"session_id": session.id, "message_id": "raw"}, **values) == 1
+    assert db.update_rows(Message, {"session_id": session.id, "message_id": "none"}, status="x") == 0
+    orm, raw = Message.objects.get(message_id="orm"), Message.objects.get(message_id="raw")
+    assert {**_columns(raw), "message_id": "orm"} == {**_columns(orm), "created_at": raw.created_at}
+    assert Message.objects.get(message_id="other").content == ""
+    assert Message.objects.filter(message_id="raw", usage__isnull=True).exists()
+
+
 def test_history_reads_rows_in_the_order_they_entered_the_conversation() -> None:
     session = _session()
     base = timezone.now()
@@ -306,3 +328,110 @@ async def test_when_no_connection_can_be_had_the_calls_after_fail_at_once_for_a_
     assert "connection refused" in str(outcomes[1])
     await asyncio.sleep(db.DOWN_SECONDS)
     assert await database_call(count) == 0  # a moment later, the next call tries again (and succeeds)
+
+
+def test_a_new_sessions_state_loads_in_one_read_after_its_seq_reservation() -> None:
+    """Issue 18: every socket that opens a session nobody has loaded reads its state (chat/store.py)."""
+    from django.test.utils import CaptureQueriesContext
+
+    from chat.store import load_state
+
+    session = _session()
+    with CaptureQueriesContext(connection) as captured:
+        state = load_state(session.id, seq_block=1000)
+    statements = [q["sql"].split()[0] for q in captured.captured_queries]
+    # the reservation, then the session and its queue in one read (in a transaction: BEGIN/COMMIT on SQLite)
+    assert [s for s in statements if s not in ("BEGIN", "COMMIT")] == ["UPDATE", "SELECT"]
+    assert (state.pending, state.running_message_ids, state.paused, state.next_order) == ([], [], False, 0)
+    assert state.seq_reserved == 0 and state.user_id == session.user_id
+    assert Session.objects.get(id=session.id).seq_reserved == 1000
+    assert load_state(session.id, seq_block=1000).seq_reserved == 1000
+
+
+def test_load_state_gives_the_queue_in_order_and_the_turns_that_were_running() -> None:
+    from chat.store import load_state
+
+    session = _session()
+    Session.objects.filter(id=session.id).update(paused=True, seq_reserved=3000)
+    base = timezone.now()
+
+    def stored(message_id: str, status: str, order: int | None, seconds: int, **extra: Any) -> None:
+        insert_row(
+            Message,
+            session_id=session.id,
+            message_id=message_id,
+            role=Message.Role.USER,
+            content=f"text {message_id}",
+            status=status,
+            queue_order=order,
+            created_at=base + dt.timedelta(seconds=seconds),
+            **extra,
+        )
+
+    stored("done", "completed", 0, 0)
+    stored("run", "running", 1, 1)
+    stored("late-b", "pending", None, 6)  # stored while the session had no owner: last, oldest first
+    stored("p3", "pending", 3, 2, config={"generation": {"temperature": 0.5}}, model="m2")
+    stored("late-a", "pending", None, 5, approval_mode="full")
+    stored("p2", "pending", 2, 3)
+    stored("gone", "removed", 4, 4)
+    insert_row(
+        Message, session_id=session.id, message_id="answer", role=Message.Role.ASSISTANT, status="running"
+    )
+
+    state = load_state(session.id, seq_block=1000)
+
+    assert [(item.request.message_id, item.order) for item in state.pending] == [
+        ("p2", 2),
+        ("p3", 3),
+        ("late-a", 5),
+        ("late-b", 6),
+    ]
+    p3, late_a = state.pending[1].request, state.pending[2].request
+    assert (p3.content, p3.config, p3.model, p3.approval_mode) == (
+        "text p3",
+        {"generation": {"temperature": 0.5}},
+        "m2",
+        "ask",
+    )
+    assert (late_a.approval_mode, late_a.model, late_a.config) == ("full", None, None)
+    assert state.running_message_ids == ["run"]
+    assert (state.paused, state.next_order, state.seq_reserved) == (True, 7, 3000)
+
+
+def test_load_state_refuses_an_older_owner_and_a_missing_session() -> None:
+    from chat.store import Fenced, load_state
+
+    session = _session()
+    assert load_state(session.id, seq_block=1000, token=5).seq_reserved == 0
+    assert Session.objects.get(id=session.id).owner_token == 5
+    with pytest.raises(Fenced):
+        load_state(session.id, seq_block=1000, token=4)
+    assert Session.objects.get(id=session.id).seq_reserved == 1000  # the refused claim reserved nothing
+    assert load_state(session.id, seq_block=1000, token=6).seq_reserved == 1000
+    with pytest.raises(Session.DoesNotExist):
+        load_state("no-such-session", seq_block=1000)
+
+
+def test_select_row_loads_what_the_orm_loads() -> None:
+    session = _session()
+    Session.objects.filter(id=session.id).update(paused=True, archived_at=timezone.now(), title="t ✓")
+    insert_row(
+        Message,
+        session_id=session.id,
+        message_id="m",
+        role=Message.Role.ASSISTANT,
+        tool_calls=[{"id": "c"}],
+        entered_at=timezone.now(),
+    )
+
+    for model, where in (
+        (Session, {"id": session.id}),
+        (Message, {"session_id": session.id, "message_id": "m"}),
+    ):
+        raw, orm = db.select_row(model, **where), model.objects.get(**where)
+        assert raw is not None and raw.pk == orm.pk and not raw._state.adding
+        assert {f.attname: getattr(raw, f.attname) for f in model._meta.concrete_fields} == {
+            f.attname: getattr(orm, f.attname) for f in model._meta.concrete_fields
+        }
+    assert db.select_row(Session, id=session.id, user_id=session.user_id + 1) is None

@@ -61,3 +61,56 @@ def test_the_server_may_close_with_service_restart_and_other_codes_go_through_au
     else:
         raise AssertionError("autobahn now allows 1012: the trick can go")
     assert internals.ContractWebSocketFactory.protocol is internals.ContractWebSocketProtocol
+
+
+def test_a_socket_handshake_formats_autobahns_options_only_for_debug_lines(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import txaio
+
+    monkeypatch.setattr(internals.autobahn_protocol, "pformat", internals.autobahn_protocol.pformat)
+    monkeypatch.setattr(internals.daphne_server, "WebSocketFactory", internals.daphne_server.WebSocketFactory)
+    internals.close_websockets_by_contract()
+    assert internals.autobahn_protocol.pformat({"a": 1}) == "(shown at log level debug)"
+    level = txaio.get_global_log_level()
+    txaio.set_global_log_level("debug")
+    try:
+        assert internals.autobahn_protocol.pformat({"a": 1}) == "{'a': 1}"
+    finally:
+        txaio.set_global_log_level(level)
+
+
+def _open_daphne_socket() -> tuple[object, object]:
+    """A daphne WebSocket protocol, made by our factory as `serve` makes it, open, on a fake transport."""
+    import functools
+
+    from twisted.internet.testing import StringTransport
+
+    factory = internals.ContractWebSocketFactory(object, server=None)
+    protocol = factory.buildProtocol(None)
+    protocol.transport = StringTransport()
+    protocol._connectionMade()
+    protocol.state = protocol.STATE_OPEN
+    return protocol, functools.partial(lambda proto, message: None, protocol)
+
+
+def test_a_burst_of_frames_is_written_as_autobahn_writes_each_frame() -> None:
+    """Trick 7: the frames of a burst, written at once, are byte for byte what autobahn's sendMessage writes
+    for each (short, 16-bit and 64-bit lengths, non-ASCII text)."""
+    texts = ['{"type":"delta","content":"hé"}', "x" * 126, "y" * 65_535, "z" * 70_000, "✓" * 50]
+    ours, send = _open_daphne_socket()
+    theirs, _ = _open_daphne_socket()
+
+    assert internals.write_text_frames(send, texts) is True
+    for text in texts:
+        theirs.sendMessage(text.encode("utf-8"), False)  # type: ignore[attr-defined]
+    assert ours.transport.value() == theirs.transport.value()  # type: ignore[attr-defined]
+
+
+def test_a_burst_goes_frame_by_frame_where_autobahn_would_not_write_it_as_is() -> None:
+    protocol, send = _open_daphne_socket()
+    protocol.maxMessagePayloadSize = 10  # type: ignore[attr-defined]
+    assert internals.write_text_frames(send, ["short", "longer than ten"]) is False
+    protocol.maxMessagePayloadSize = 0  # type: ignore[attr-defined]
+    protocol.state = protocol.STATE_CLOSING  # type: ignore[attr-defined]
+    assert internals.write_text_frames(send, ["a", "b"]) is False
+    assert internals.write_text_frames(lambda message: None, ["a", "b"]) is False  # not daphne's send
+    assert protocol.transport.value() == b""  # type: ignore[attr-defined]

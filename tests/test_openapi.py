@@ -207,9 +207,7 @@ def test_every_paginated_list_honours_limit_and_cursor(
         for bad in ("abc", "0", str(maximum + 1), "1.5", ""):
             error = assert_error(api(key).get(f"{url}?limit={bad}"), 400, "invalid")
             assert "limit" in error["message"], where
-        assert (
-            "cursor" in assert_error(api(key).get(f"{url}?cursor=nonsense"), 400, "invalid")["message"]
-        )
+        assert "cursor" in assert_error(api(key).get(f"{url}?cursor=nonsense"), 400, "invalid")["message"]
         first = api(key).get(f"{url}?limit=1")
         assert first.status_code == 200, (where, first.content)
         page = first.json()

@@ -78,6 +78,7 @@ class FakeLLMServer:
     _server: asyncio.Server | None = None
     _handlers: set[asyncio.Task[None]] = field(default_factory=set)
     _counter: int = 0
+    connections: int = 0  # TCP connections accepted (a client that keeps them alive opens one)
 
     # -- scripting -------------------------------------------------------------------------
 
@@ -138,6 +139,7 @@ class FakeLLMServer:
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
+        self.connections += 1
         try:
             while True:
                 request = await read_request(reader)

@@ -20,6 +20,7 @@ import orjson
 logger = logging.getLogger(__name__)
 
 SEQ_BLOCK = 1000
+RETENTION_BYTES = 256 * 1024  # what a session keeps of its older runs' events (settings may change it)
 UNSEQUENCED = frozenset({"pong", "error", "connected", "resync"})
 
 Reserve = Callable[[int], Awaitable[None]]
@@ -39,7 +40,31 @@ def encode_event(event: dict[str, Any]) -> str:
         return json.dumps(event, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+_EVENT_OVERHEAD = 240  # a small event's dict, its keys' slots and its seq, in bytes (CPython 3.13)
+
+
+def event_size(event: dict[str, Any]) -> int:
+    """Roughly what an event keeps in memory: its dict plus its text, one level down (the `data` of a
+    `result`, a tool call's arguments). Cheap: it runs for every event published."""
+    size = _EVENT_OVERHEAD
+    for value in event.values():
+        kind = type(value)
+        if kind is str:
+            size += len(value)
+        elif kind is dict:
+            size += _EVENT_OVERHEAD
+            for inner in value.values():
+                if type(inner) is str:
+                    size += len(inner)
+        elif kind is list:
+            size += 64 * len(value)
+    return size
+
+
 class EventLog:
+    """A session's events for `?since=`: the last `retention` events and at most `retention_bytes` of them
+    (roughly), never trimming into the running or the last finished run (docs/protocol.md §3.1)."""
+
     def __init__(
         self,
         session_id: str,
@@ -49,6 +74,7 @@ class EventLog:
         reserve: Reserve | None = None,
         retention: int = 2000,
         fanout: Fanout | None = None,
+        retention_bytes: int = RETENTION_BYTES,
     ) -> None:
         self.session_id = session_id
         self.last_seq = last_seq
@@ -56,8 +82,10 @@ class EventLog:
         self._reserve = reserve
         self._reserving: asyncio.Task[None] | None = None
         self._retention = retention
+        self._retention_bytes = retention_bytes
         self._fanout = fanout
         self._events: deque[dict[str, Any]] = deque()
+        self.bytes = 0  # event_size() of the retained events
         # Every seq above `_floor` that this process issued is still retained.
         self._floor = last_seq
         # seq of the `started` event of the active run and of the last finished one: never trimmed.
@@ -69,6 +97,7 @@ class EventLog:
         self.last_seq += 1
         event["seq"] = self.last_seq
         self._events.append(event)
+        self.bytes += event_size(event)
         if event.get("type") == "message_status" and event.get("status") == "started":
             self._run_starts = [*self._run_starts[-1:], self.last_seq]
         self._trim()
@@ -90,16 +119,28 @@ class EventLog:
         """Every seq above it that this log issued is still retained."""
         return self._floor
 
+    @property
+    def holds_only_its_last_run(self) -> bool:
+        """Nothing older than the last run's start is kept (a new session's single run, or none)."""
+        start = self._run_starts[-1] if self._run_starts else self.last_seq + 1
+        return not self._events or self._events[0]["seq"] >= start
+
     def keep_last_run_only(self) -> None:
         """An idle session keeps just its last run's events (the contract keeps those for `?since=`)."""
         start = self._run_starts[-1] if self._run_starts else self.last_seq + 1
         while self._events and self._events[0]["seq"] < start:
             self._floor = self._events.popleft()["seq"]
+        self.bytes = sum(event_size(event) for event in self._events)
 
     def _trim(self) -> None:
         protected = self._run_starts[0] if self._run_starts else self.last_seq + 1
-        while len(self._events) > self._retention and self._events[0]["seq"] < protected:
-            self._floor = self._events.popleft()["seq"]
+        events = self._events
+        while (len(events) > self._retention or self.bytes > self._retention_bytes) and events[0][
+            "seq"
+        ] < protected:
+            oldest = events.popleft()
+            self._floor = oldest["seq"]
+            self.bytes = max(0, self.bytes - event_size(oldest))
 
     def _maybe_reserve(self) -> None:
         if self._reserve is None or self._reserving is not None:

@@ -42,6 +42,7 @@ class LocalSessions(LiveSessions):
         controller = self.registry.peek(attachment.session_id)
         if controller is not None:
             controller.unsubscribe(attachment.queue)
+        self._shed_if_crowded()
 
     async def announce(self, session_id: str, event: dict[str, Any]) -> None:
         (await self.controller(session_id)).announce(event)

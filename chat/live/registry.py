@@ -21,6 +21,7 @@ from chat.live.controller import SessionController
 from chat.live.events import EventLog
 
 DORMANT_LOGS_KEPT = 10_000  # idle sessions whose last run is kept for `?since=` (a few KB each)
+DORMANT_BYTES_KEPT = 32 * 1024 * 1024  # and no more than this of their events in all (EventLog.bytes)
 
 Loader = Callable[[str], Awaitable[tuple[SessionController, EventLog]]]
 
@@ -139,14 +140,35 @@ class LiveRegistry:
             if controller.idle and session_id in self.logs and now - self.logs[session_id].touched >= seconds
         ]
 
+    def crowded_idle(self, kept: int) -> list[str]:
+        """Beyond `kept` live controllers: the idle ones, least recently used first, whose event log holds
+        nothing older than their last run — dropping them early loses nothing a client could replay."""
+        excess = len(self.controllers) - kept
+        if excess <= 0:
+            return []
+        idle = sorted(
+            (log.touched, session_id)
+            for session_id, controller in self.controllers.items()
+            if controller.idle
+            and (log := self.logs.get(session_id)) is not None
+            and log.holds_only_its_last_run
+        )
+        return [session_id for _, session_id in idle[:excess]]
+
     def cap_dormant_logs(self, kept: int = DORMANT_LOGS_KEPT) -> None:
         """Dropped sessions' last runs are kept for `?since=`, but not those of every session ever used:
-        beyond `kept` the least recently used go (their clients get `resync` instead of a replay)."""
-        dormant = [(log.touched, sid) for sid, log in self.logs.items() if sid not in self.controllers]
+        beyond `kept`, or beyond DORMANT_BYTES_KEPT of events in all, the least recently used go (their
+        clients get `resync` instead of a replay)."""
+        dormant = sorted(
+            (log.touched, sid, log.bytes) for sid, log in self.logs.items() if sid not in self.controllers
+        )
         excess = len(dormant) - kept
-        if excess > 0:
-            for _, session_id in sorted(dormant)[:excess]:
-                del self.logs[session_id]
+        total = sum(size for *_, size in dormant)
+        for position, (_, session_id, size) in enumerate(dormant):
+            if position >= excess and total <= DORMANT_BYTES_KEPT:
+                break
+            del self.logs[session_id]
+            total -= size
 
     async def shutdown(self) -> None:
         """Stop every controller; afterwards no task of ours is left.

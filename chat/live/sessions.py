@@ -41,6 +41,9 @@ from chat.store import DjangoQueueStore, Fenced, load_state
 logger = logging.getLogger(__name__)
 
 IDLE_SECONDS = 300.0  # a session's controller is dropped after this long without activity (reloaded on use)
+# Beyond this many live controllers, idle ones whose events are just their last run are dropped at once
+# (least recently used first): an integration that opens a chat per request leaves thousands of them.
+LIVE_KEPT = 500
 # Put in a subscriber's queue (never numbered, never sent as is) when the session cannot go on here: a
 # service it depends on failed, or another process owns it now. The socket or SSE stream says
 # `error unavailable` and closes (1012); the client reconnects with `?since=` and resumes.
@@ -124,6 +127,7 @@ class LiveSessions(ABC):
         self._start_lock: asyncio.Lock | None = None
         self._janitor: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        self._shedding = False
 
     # -- life cycle ------------------------------------------------------------------------------
 
@@ -237,7 +241,9 @@ class LiveSessions(ABC):
     async def evict_idle(self, *, idle_for: float = IDLE_SECONDS) -> int:
         """Drop the controllers of sessions idle here for `idle_for` seconds (memory stays bounded by the
         sessions in use, not by every session touched since start). Stored state is untouched."""
-        evicted = self.registry.idle_for(idle_for)
+        evicted = list(
+            dict.fromkeys([*self.registry.idle_for(idle_for), *self.registry.crowded_idle(LIVE_KEPT)])
+        )
         for session_id in evicted:
             controller = self.registry.forget(session_id)
             if controller is not None:
@@ -245,6 +251,23 @@ class LiveSessions(ABC):
             await self._evicted(session_id)
         self.registry.cap_dormant_logs()
         return len(evicted)
+
+    def _shed_if_crowded(self) -> None:
+        """After a socket left: when more than LIVE_KEPT controllers are live, drop the idle ones that lose
+        nothing by it (chat/live/registry.py crowded_idle) — once at a time, in the background."""
+        if len(self.registry.controllers) <= LIVE_KEPT or self._shedding:
+            return
+        self._shedding = True
+
+        async def shed() -> None:
+            try:
+                await self.evict_idle()
+            except Exception:
+                logger.exception("dropping idle sessions failed")
+            finally:
+                self._shedding = False
+
+        self._spawn(shed())
 
     @abstractmethod
     async def _evicted(self, session_id: str) -> None:
@@ -284,6 +307,7 @@ class LiveSessions(ABC):
             reserved=state.seq_reserved + SEQ_BLOCK,
             reserve=store.reserve_seq,
             retention=settings.AGENTSITE_EVENT_RETENTION,
+            retention_bytes=settings.AGENTSITE_EVENT_RETENTION_BYTES,
             fanout=fanout,
         )
         controller = SessionController(

@@ -276,3 +276,48 @@ async def test_non_streaming_completion_is_served(fake_llm: FakeLLMServer, model
     assert message.content == "whole answer"
     assert message.tool_calls[0].function.name == "shell"
     assert completion.choices[0].finish_reason == "tool_calls"
+
+
+async def test_replies_reuse_one_kept_alive_connection(fake_llm: FakeLLMServer, model_client) -> None:
+    """Issue 18: the body is read to its end after `[DONE]`, so the connection goes back to the pool and the
+    next reply does not pay a new one."""
+    fake_llm.script(Reply(text="one two"), Reply(text="three four"), Reply(text="five"))
+
+    texts = [text_of(await collect(model_client)) for _ in range(3)]
+
+    assert texts == ["one two", "three four", "five"]
+    assert fake_llm.connections == 1
+
+
+def test_sse_lines_split_on_every_line_end_even_across_reads() -> None:
+    from agents.model_stream import SseLines as _SseLines
+
+    lines = _SseLines()
+    got = lines.feed(b'data: {"a":1}\r')  # the LF of this CRLF comes with the next read
+    got += lines.feed(b"\n\r\ndata: x\rdata: y\n\ndata: par")
+    got += lines.feed(b"tial")
+    got += lines.close()
+
+    assert got == [b'data: {"a":1}', b"", b"data: x", b"data: y", b"", b"data: partial"]
+
+
+async def test_the_request_is_what_the_sdk_sends_and_credentials_it_refreshes_take_its_own_path(
+    fake_llm: FakeLLMServer, model_client, monkeypatch
+) -> None:
+    """agentsite/internals.py trick 6: the streamed request is built once from what the SDK would send; a
+    client whose credentials the SDK refreshes per request goes through the SDK's own path instead."""
+    from agentsite.internals import SdkStreamRequest
+
+    fake_llm.script(Reply(text="lean"), Reply(text="sdk"))
+    lean = await collect(model_client, generation={"temperature": 0.5})
+    monkeypatch.setattr(SdkStreamRequest, "usable", staticmethod(lambda client: False))
+    model_client._stream_request = None
+    sdk = await collect(model_client, generation={"temperature": 0.5})
+
+    assert (text_of(lean), text_of(sdk)) == ("lean", "sdk")
+    first, second = fake_llm.requests[-2:]
+    assert first.body == second.body
+    assert first.body["temperature"] == 0.5 and first.body["stream"] is True
+    same = {"authorization", "content-type", "accept", "user-agent", "x-stainless-retry-count"}
+    assert {k: first.headers.get(k) for k in same} == {k: second.headers.get(k) for k in same}
+    assert first.headers["authorization"] == "Bearer sk-fake-test-key"

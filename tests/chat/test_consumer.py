@@ -3,6 +3,8 @@ turn."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -447,4 +449,37 @@ async def test_only_the_most_recently_used_idle_sessions_keep_their_last_run(ali
 async def test_a_session_with_a_socket_or_a_queue_is_never_evicted(session, alice_key):
     ws, _ = await connect(session.id, key=alice_key)
     assert await live_sessions().evict_idle(idle_for=0) == 0
+    await ws.disconnect()
+
+
+async def test_beyond_the_live_cap_idle_sessions_with_one_run_are_dropped_and_still_replay(
+    alice, alice_key, monkeypatch
+):
+    """Issue 18: an integration that opens a chat per request leaves thousands of idle sessions; beyond
+    LIVE_KEPT the idle ones whose events are only their last run are dropped at once (their last run stays
+    for ?since=, as for any idle session)."""
+    from chat.live import sessions as sessions_module
+
+    monkeypatch.setattr(sessions_module, "LIVE_KEPT", 2)
+    sessions = [await sync_to_async(factories.session)(alice) for _ in range(4)]
+    results = []
+    for n, chat_session in enumerate(sessions):
+        ws, _ = await connect(chat_session.id, key=alice_key)
+        await send(ws, {"type": "message", "content": f"hello {n}"})
+        results.append((await receive_until(ws, "result"))[0])
+        await ws.disconnect()
+    live = live_sessions()
+    for _ in range(50):
+        if len(live.registry.controllers) <= 2:
+            break
+        await asyncio.sleep(0.02)
+    assert len(live.registry.controllers) <= 2
+    assert sessions[-1].id in live.registry.controllers, "the most recently used stay"
+    if settings.REDIS_URL:  # with several processes an idle session's events live in the replay store
+        return
+    assert sessions[0].id not in live.registry.controllers and sessions[0].id in live.registry.logs
+    ws, first = await connect(sessions[0].id, key=alice_key, since=1)
+    assert first["last_seq"] == results[0]["seq"]
+    replayed = await ws.receive_json_from()
+    assert replayed["type"] != "resync" and replayed["seq"] == 2, "its last run is still there"
     await ws.disconnect()

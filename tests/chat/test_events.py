@@ -9,6 +9,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,45 @@ async def test_a_reader_that_never_quite_catches_up_does_not_keep_what_it_read()
         queue.put_nowait(n)
         assert queue.get_nowait() == n - 1
     assert queue.qsize() == 1 and len(queue._items) < 2100
+
+
+def _run(log: Any, message_id: str, deltas: int, size: int = 1000) -> None:
+    log.publish({"type": "message_status", "message_id": message_id, "status": "started"})
+    for _ in range(deltas):
+        log.publish({"type": "delta", "content": "x" * size, "message_id": message_id})
+    log.publish({"type": "result", "message_id": message_id, "data": {"status": "completed"}})
+
+
+def test_a_session_keeps_its_older_events_within_a_byte_budget_but_its_last_two_runs_whole() -> None:
+    """Issue 18: what a live session keeps is bounded by bytes, not only by count; the running and the
+    last finished run are always kept (docs/protocol.md §3.1)."""
+    from chat.live.events import EventLog, event_size
+
+    log = EventLog("s", last_seq=0, reserved=10**9, retention=10_000, retention_bytes=20_000)
+    for n in range(5):
+        _run(log, f"m{n}", deltas=10)
+    assert log.bytes <= 20_000 + 12 * event_size({"type": "delta", "content": "x" * 1000})
+    assert log.replay(0) is None, "the oldest runs are gone"
+    starts = [e["seq"] for e in log.replay(log.floor) or [] if e.get("status") == "started"]
+    assert len(starts) >= 2 and log.replay(starts[-2] - 1) is not None, "the last two runs are whole"
+    big = EventLog("b", last_seq=0, reserved=10**9, retention=10_000, retention_bytes=20_000)
+    _run(big, "huge", deltas=100)
+    assert big.replay(0) is not None and big.bytes > 100_000, "the running/last run is never trimmed"
+    assert big.bytes == sum(event_size(e) for e in big.replay(0) or [])
+
+
+def test_idle_sessions_keep_their_last_runs_within_a_byte_budget(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from chat.live import registry as registry_module
+    from chat.live.events import EventLog
+
+    monkeypatch.setattr(registry_module, "DORMANT_BYTES_KEPT", 50_000)
+    registry = registry_module.LiveRegistry(runtime=object(), load=None)  # type: ignore[arg-type]
+    for n in range(6):
+        log = EventLog(f"s{n}", last_seq=0, reserved=10**9)
+        _run(log, "m", deltas=15)  # ~19 KB each
+        log.touched = time.monotonic() + n
+        registry.logs[f"s{n}"] = log
+    registry.cap_dormant_logs()
+    assert sorted(registry.logs) == ["s4", "s5"], "the most recently used ones that fit stay"

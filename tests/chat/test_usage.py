@@ -52,19 +52,17 @@ def test_garbage_in_a_providers_usage_counts_nothing(alice: Any) -> None:
 def test_two_processes_creating_the_days_row_at_once_both_count(alice: Any, monkeypatch) -> None:
     """Our update found no row; the other process created it before our insert: its unique constraint
     refuses ours, and the tokens are added to its row."""
-    from django.db.models import QuerySet
-
-    real_update = QuerySet.update
+    real_add = usage_module._add  # the day's UPDATE (SQL)
     calls: list[int] = []
 
-    def update(self: QuerySet[Any], **kwargs: Any) -> int:
+    def add(*args: Any) -> bool:
         calls.append(1)
         if len(calls) == 1:
             Usage.objects.create(user=alice, day=usage_module.today(), model="m", total_tokens=5, requests=1)
-            return 0  # as seen just before the other process's insert
-        return real_update(self, **kwargs)
+            return False  # as seen just before the other process's insert
+        return real_add(*args)
 
-    monkeypatch.setattr(QuerySet, "update", update)
+    monkeypatch.setattr(usage_module, "_add", add)
     usage_add(user_id=alice.pk, model="m", usage=step(3, 0))
     row = Usage.objects.get(user=alice)
     assert row.total_tokens == 8 and row.requests == 2 and len(calls) == 2

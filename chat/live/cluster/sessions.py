@@ -190,8 +190,7 @@ class ClusterSessions(LiveSessions):
                 await self.cluster.announce_failed(session_id)
 
     async def fail_mirrors(self, session_ids: list[str] | None = None) -> None:
-        """The owners' events cannot reach this process (the channel layer failed, or an owner does not
-        answer): the sockets fed by these mirrors (all, by default) are told to reconnect."""
+        """Owners' events cannot reach this process: these mirrors' (all, by default) sockets reconnect."""
         assert self.cluster is not None
         for session_id in list(self.cluster.mirrors) if session_ids is None else session_ids:
             remote = self.cluster.mirrors.get(session_id)
@@ -339,6 +338,7 @@ class ClusterSessions(LiveSessions):
             controller = self.registry.peek(attachment.session_id)
             if controller is not None:
                 controller.unsubscribe(attachment.queue)
+            self._shed_if_crowded()
         elif self.cluster is not None:
             remote = self.cluster.mirrors.get(attachment.session_id)
             if remote is not None:
