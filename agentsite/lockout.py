@@ -98,6 +98,15 @@ def lockout_response(
     return response
 
 
+def refused_unchecked(request: Any) -> bool:
+    """Whether axes refused this login attempt without checking the password (locked out). axes sets
+    `axes_failures_since_start` when it counted an attempt's failure: that attempt was checked (and may
+    just have reached the limit); a refused one was never checked. (Also read by the audit trail.)"""
+    return bool(getattr(request, "axes_locked_out", False)) and (
+        getattr(request, "axes_failures_since_start", 0) is None
+    )
+
+
 class LoginLockoutMiddleware:
     """Answers a login that axes' backend refused unchecked (username or address locked) with 429."""
 
@@ -106,12 +115,7 @@ class LoginLockoutMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        # axes sets `axes_failures_since_start` when it counted this attempt's failure: that attempt was
-        # checked (and may just have reached the limit); a refused one was never checked.
-        if (
-            getattr(request, "axes_locked_out", False)
-            and getattr(request, "axes_failures_since_start", 0) is None
-        ):
+        if refused_unchecked(request):
             credentials = getattr(request, "axes_credentials", None) or {}
             username = str(credentials.get("username") or request.POST.get("username", ""))
             return lockout_response(request, username=username)
