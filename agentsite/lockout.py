@@ -15,6 +15,7 @@ asks `setup_blocked_for` and reports its failed submissions with `setup_failed`.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Callable
 from datetime import timedelta
@@ -47,9 +48,15 @@ def cool_off(request: HttpRequest | None = None) -> timedelta:
     return timedelta(seconds=rate.seconds if rate is not None else 1)
 
 
-def client_ip(request: HttpRequest) -> str:
-    """AXES_CLIENT_IP_CALLABLE."""
-    return request_address(request)
+def client_ip(request: HttpRequest) -> str | None:
+    """AXES_CLIENT_IP_CALLABLE: the client's address, or None for a request without an IP address (a login
+    made in-process, a server on a unix socket): axes' column holds addresses only, and Postgres refuses
+    anything else."""
+    address = request_address(request)
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return None
 
 
 def lockout_seconds(request: HttpRequest, username: str | None) -> int:
@@ -60,7 +67,7 @@ def lockout_seconds(request: HttpRequest, username: str | None) -> int:
     limit, window = failure_limit(), cool_off()
     now = timezone.now()
     longest = 0.0
-    for match in ({"username": username} if username else None, {"ip_address": request_address(request)}):
+    for match in ({"username": username} if username else None, {"ip_address": client_ip(request)}):
         if match is None:
             continue
         rows = (
@@ -98,6 +105,15 @@ def lockout_response(
     return response
 
 
+def refused_unchecked(request: Any) -> bool:
+    """Whether axes refused this login attempt without checking the password (locked out). axes sets
+    `axes_failures_since_start` when it counted an attempt's failure: that attempt was checked (and may
+    just have reached the limit); a refused one was never checked. (Also read by the audit trail.)"""
+    return bool(getattr(request, "axes_locked_out", False)) and (
+        getattr(request, "axes_failures_since_start", 0) is None
+    )
+
+
 class LoginLockoutMiddleware:
     """Answers a login that axes' backend refused unchecked (username or address locked) with 429."""
 
@@ -106,12 +122,7 @@ class LoginLockoutMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        # axes sets `axes_failures_since_start` when it counted this attempt's failure: that attempt was
-        # checked (and may just have reached the limit); a refused one was never checked.
-        if (
-            getattr(request, "axes_locked_out", False)
-            and getattr(request, "axes_failures_since_start", 0) is None
-        ):
+        if refused_unchecked(request):
             credentials = getattr(request, "axes_credentials", None) or {}
             username = str(credentials.get("username") or request.POST.get("username", ""))
             return lockout_response(request, username=username)

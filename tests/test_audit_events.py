@@ -96,6 +96,35 @@ def test_a_failed_admin_login_is_recorded_with_its_address(client: Client, staff
     assert failed.address == "203.0.113.9" and failed.details["path"] == "/admin/login/"
 
 
+def test_a_login_refused_by_the_lockout_is_recorded_as_such(
+    client: Client, alice: Any, settings: Any
+) -> None:
+    settings.AGENTSITE_RATE_LOGIN = "3/15min"
+    clear()
+    for _ in range(3):
+        client.post("/login/", {"username": "alice", "password": "wrong"}, REMOTE_ADDR="192.0.2.7")
+    locked = client.post("/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="192.0.2.7")
+    assert locked.status_code == 429
+    failures = entries("auth.login_failed")
+    assert [e.details["locked_out"] for e in failures] == [False, False, False, True]
+    assert entries("auth.login") == [], "the right password, refused unchecked, is no login"
+
+
+def test_behind_a_trusted_proxy_the_address_is_the_client_s(
+    client: Client, alice: Any, settings: Any
+) -> None:
+    import ipaddress
+
+    settings.AGENTSITE_TRUSTED_PROXIES = [ipaddress.ip_network("10.0.0.0/8")]
+    clear()
+    forwarded = {"REMOTE_ADDR": "10.1.2.3", "HTTP_X_FORWARDED_FOR": "198.51.100.4, 10.9.9.9"}
+    client.post("/login/", {"username": "alice", "password": PASSWORD}, **forwarded)
+    assert only("auth.login").address == "198.51.100.4"
+    spoofed = {"REMOTE_ADDR": "203.0.113.5", "HTTP_X_FORWARDED_FOR": "198.51.100.4"}
+    Client().post("/login/", {"username": "alice", "password": "wrong"}, **spoofed)
+    assert only("auth.login_failed").address == "203.0.113.5", "a client's own header is not believed"
+
+
 def test_setup_records_the_first_account_and_its_login(client: Client, db: Any) -> None:
     get_user_model().objects.all().delete()
     clear()

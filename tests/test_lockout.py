@@ -134,3 +134,19 @@ def test_no_lockout_when_the_login_rate_is_off(client: Client, settings: Any, al
     settings.AXES_ENABLED = False  # what settings.py derives from "off" at start-up
     assert [log_in(client, "alice", "wrong").status_code for _ in range(7)] == [200] * 7
     assert log_in(client, "alice", PASSWORD).status_code == 302
+
+
+@pytest.mark.services_rerun
+def test_a_login_without_an_ip_address_is_counted_without_one(client: Client, alice: Any) -> None:
+    """A request with no IP address (an in-process login, a server on a unix socket) is counted by username;
+    axes' address column, an `inet` on Postgres, gets no address instead of a word."""
+    from axes.models import AccessAttempt
+    from django.contrib.auth import authenticate
+    from django.http import HttpRequest
+
+    request = HttpRequest()
+    request.method = "POST"
+    assert authenticate(request, username="alice", password="wrong") is None
+    assert AccessAttempt.objects.get(username="alice").ip_address is None
+    client.force_login(alice)  # a success resets the count, also without an address
+    assert not AccessAttempt.objects.filter(username="alice").exists()

@@ -41,16 +41,14 @@ SYSTEM = Actor()
 
 
 def client_address(request: Any) -> str | None:
-    """The address the request came from, as the server saw it (REMOTE_ADDR; daphne behind a proxy sets it
-    from the proxy's headers when told to). None when it is not an IP address."""
-    meta = getattr(request, "META", None) or {}
-    return _ip(meta.get("REMOTE_ADDR"))
+    """The address the request came from: the peer's, or behind a trusted proxy (AGENTSITE_TRUSTED_PROXIES)
+    the client's from X-Forwarded-For, as the lockout and the rate limits count it. None when there is no
+    request or it is not an IP address."""
+    from agentsite.ratelimit import request_address  # not at import: ratelimit uses the services that audit
 
-
-def scope_address(scope: Any) -> str | None:
-    """The address of a WebSocket's peer (its ASGI scope's `client`)."""
-    client = scope.get("client") if isinstance(scope, dict) else None
-    return _ip(client[0]) if client else None
+    if getattr(request, "META", None) is None:
+        return None
+    return _ip(request_address(request))
 
 
 def _ip(value: Any) -> str | None:

@@ -3,6 +3,8 @@ portal's login page, `/setup/`, the admin's login — sends them.
 
 A failed login names the username that was tried (never the password: Django has cleansed it already) and,
 when that account exists, the account as the entry's object; its `user` is null (nobody is signed in).
+`locked_out` says that the attempt was refused without checking the password (agentsite/lockout.py,
+docs/protocol.md §6.2); a refused `/setup/` submission is reported as a failed login there too.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def _logged_in(sender: Any, request: Any = None, user: Any = None, **kwargs: Any
 
 
 def _login_failed(sender: Any, credentials: dict[str, Any], request: Any = None, **kwargs: Any) -> None:
+    from agentsite.lockout import refused_unchecked  # axes is loaded by then
+
     model = get_user_model()
     tried = str(credentials.get(model.USERNAME_FIELD) or credentials.get("username") or "")[:150]
     account = (
@@ -45,7 +49,11 @@ def _login_failed(sender: Any, credentials: dict[str, Any], request: Any = None,
         object_type="user" if account is not None else "",
         object_id=account if account is not None else "",
         summary=f"failed login as {tried!r}",
-        details={"username": tried, "path": getattr(request, "path", None)},
+        details={
+            "username": tried,
+            "path": getattr(request, "path", None),
+            "locked_out": refused_unchecked(request),
+        },
         actor=actor_of(None, client_address(request)),
     )
 
