@@ -3,6 +3,7 @@ and the one reading of a true/false query parameter."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework import serializers
@@ -35,11 +36,29 @@ class StrictCharField(serializers.CharField):
 
 
 class StrictRegexField(serializers.RegexField):
+    """A name or an id, matched whole and as sent. DRF trims it first (so "\rg" passed as the name "g") and
+    searches the pattern, whose `$` also matches before a final newline (so "local\n" became an id, and a
+    session id that no lookup finds again)."""
+
+    def __init__(self, regex: str, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(regex, **kwargs)
+        self.whole = re.compile(regex)
+
     def to_internal_value(self, data: object) -> str:
-        return super().to_internal_value(_a_string(self, data))
+        value = super().to_internal_value(_a_string(self, data))
+        if not self.whole.fullmatch(value):
+            self.fail("invalid")
+        return value
 
 
 class StrictURLField(serializers.URLField):
+    """A URL as sent: whitespace around it is not part of a URL."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
     def to_internal_value(self, data: object) -> str:
         return super().to_internal_value(_a_string(self, data))
 

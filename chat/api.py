@@ -325,7 +325,9 @@ class EventStreamApi(APIView):
     def get(self, request: Request, session_id: str) -> StreamingHttpResponse:
         # A closed session has no live events: refused like the socket refuses it (409 session_closed).
         session = _session(request, session_id, open_only=True)
-        since_raw = request.query_params.get("since") or request.headers.get("Last-Event-ID")
+        since_raw = request.query_params.get("since")  # `?since=` is no seq: 400, as any other non-number
+        if since_raw is None:
+            since_raw = request.headers.get("Last-Event-ID") or None
         try:
             since = max(int(since_raw), 0) if since_raw is not None else None
         except ValueError:

@@ -50,7 +50,10 @@ def test_create_session_with_a_128_character_id(api: Any, alice_key: str) -> Non
     assert response.status_code == 200, response.content
 
 
-@pytest.mark.parametrize("session_id", ["", "has space", "slash/inside", "ü", "s" * 129, 123, None, ["x"]])
+# "abc\n" was stored (a pattern's `$` matches before a final newline) as a session no lookup finds again.
+@pytest.mark.parametrize(
+    "session_id", ["", "has space", "slash/inside", "ü", "s" * 129, 123, None, ["x"], "abc\n", " abc"]
+)
 def test_create_session_with_invalid_id_is_refused(api: Any, alice_key: str, session_id: Any) -> None:
     error = assert_error(api(alice_key).post(SESSIONS, {"session_id": session_id}), 400, "invalid")
 
@@ -427,6 +430,16 @@ def test_the_event_stream_answers_json_errors_to_an_event_source(
     client = Client()
     assert_error(client.get(f"{SESSIONS}/gone/events", **accept), 409, "session_closed")
     assert_error(client.get(f"{SESSIONS}/missing/events", **accept), 404, "not_found")
+
+
+@pytest.mark.parametrize("since", ["", "abc", "1.5"])
+def test_an_event_stream_since_that_is_no_seq_is_400(
+    api: Any, alice: Any, alice_key: str, since: str
+) -> None:
+    """`?since=` (empty) was taken for no `since` (found by schemathesis: the document says integer)."""
+    factories.session(alice, session_id="one")
+    error = assert_error(api(alice_key).get(f"{SESSIONS}/one/events?since={since}"), 400, "invalid")
+    assert "since" in error["message"]
 
 
 # --- method and misc ------------------------------------------------------------------------------
