@@ -21,6 +21,7 @@ Frames themselves are never checked: the frame path does no query for the accoun
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
 import logging
 import time
@@ -35,9 +36,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import InterfaceError, OperationalError, transaction
+from django.db import connection as database
 from django.utils import timezone
 
-from agentsite.db import database_call
+from agentsite.db import database_call, table
 from agentsite.models import ApiKey, hash_key, key_refusal
 
 logger = logging.getLogger(__name__)
@@ -91,10 +93,27 @@ def _digest_of(credential: Credential) -> str | None:
     return session_digest(credential.session_key) if credential.session_key is not None else None
 
 
-def _chunks(values: Collection[Any]) -> Iterator[list[Any]]:
+def _rows(
+    model: Any, columns: tuple[str, ...], key: str, values: Collection[Any]
+) -> Iterator[tuple[Any, ...]]:
+    """`SELECT columns FROM model WHERE key IN (values)`, CHUNK values a statement, in SQL: the ORM's
+    preparation of a long IN list costs several times the statement (bench/README.md, frame_path.py)."""
+    quote, meta = database.ops.quote_name, model._meta
+    column = {**{field.name: field.column for field in meta.concrete_fields}, "pk": meta.pk.column}
+    selected = ", ".join(quote(column[name]) for name in columns)
+    where = quote(column[key])
     items = list(values)
-    for start in range(0, len(items), CHUNK):
-        yield items[start : start + CHUNK]
+    with database.cursor() as cursor:
+        for start in range(0, len(items), CHUNK):
+            chunk = items[start : start + CHUNK]
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(f"SELECT {selected} FROM {table(model)} WHERE {where} IN ({marks})", chunk)
+            yield from cursor.fetchall()
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """A time as read in SQL: SQLite's are naive (stored in UTC), Postgres' aware."""
+    return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
 
 
 def credentials_ended(credentials: Collection[Credential], *, now: datetime) -> dict[Credential, str]:
@@ -102,23 +121,21 @@ def credentials_ended(credentials: Collection[Credential], *, now: datetime) -> 
 
     The same rules as a new request's (agentsite/services.py `api_key_authenticate`, Django's session
     authentication): an inactive or missing user, a key that `key_refusal` refuses or that is gone, a
-    browser session that is gone or past its expiry."""
+    browser session that is gone or past its expiry. A statement per kind of credential in use."""
     user_ids = {c.user_id for c in credentials}
-    active: set[int] = set()
-    for chunk in _chunks(user_ids):
-        active.update(
-            get_user_model().objects.filter(pk__in=chunk, is_active=True).values_list("pk", flat=True)
-        )
+    active = {
+        pk for pk, is_active in _rows(get_user_model(), ("pk", "is_active"), "pk", user_ids) if is_active
+    }
     key_hashes = {c.key_hash for c in credentials if c.key_hash is not None and c.user_id in active}
     refused: dict[str, str] = {key_hash: KEY_ENDED[None] for key_hash in key_hashes}
-    for chunk in _chunks(key_hashes):
-        rows = ApiKey.objects.filter(key_hash__in=chunk).values_list("key_hash", "revoked_at", "expires_at")
-        for key_hash, revoked_at, expires_at in rows:
-            refusal = key_refusal(revoked_at=revoked_at, expires_at=expires_at, now=now)
-            if refusal is None:
-                del refused[key_hash]
-            else:
-                refused[key_hash] = KEY_ENDED[refusal]
+    for key_hash, revoked_at, expires_at in _rows(
+        ApiKey, ("key_hash", "revoked_at", "expires_at"), "key_hash", key_hashes
+    ):
+        refusal = key_refusal(revoked_at=_utc(revoked_at), expires_at=_utc(expires_at), now=now)
+        if refusal is None:
+            del refused[key_hash]
+        else:
+            refused[key_hash] = KEY_ENDED[refusal]
     session_keys = {c.session_key for c in credentials if c.session_key is not None and c.user_id in active}
     gone: set[str] = set()
     if session_keys and settings.SESSION_ENGINE in _DATABASE_SESSIONS:
@@ -126,10 +143,8 @@ def credentials_ended(credentials: Collection[Credential], *, now: datetime) -> 
         # logouts (the event), not a session's expiry.
         from django.contrib.sessions.models import Session
 
-        alive: set[str] = set()
-        for chunk in _chunks(session_keys):
-            query = Session.objects.filter(session_key__in=chunk, expire_date__gt=now)
-            alive.update(query.values_list("session_key", flat=True))
+        rows = _rows(Session, ("session_key", "expire_date"), "session_key", session_keys)
+        alive = {key for key, expire_date in rows if (_utc(expire_date) or now) > now}
         gone = session_keys - alive
     ended: dict[Credential, str] = {}
     for credential in credentials:
