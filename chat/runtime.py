@@ -253,9 +253,9 @@ class DjangoRuntime:
             return RefusedTurn(setup.refusal)
         if setup.undiscovered_tools:
             # Some of the agent's tools (an MCP server's) were never listed: list them now, then read the
-            # agent's tools again. Once listed, they are cached for every turn and every process.
+            # agent's tools again (what was found is stored, which clears the cache: agents/signals.py).
+            # Once listed, they are cached for every turn and every process.
             await registry.discover(setup.agent_name, _tool_context(setup, session_id))
-            setup_cache.clear()
             setup = await database_sync_to_async(turn_setup)(session_id, request)
         return AgentTurn(
             client=self._client(setup.choice),

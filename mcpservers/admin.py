@@ -8,22 +8,22 @@ from django import forms
 from django.contrib import admin
 
 from agentsite.encryption import is_unreadable, unreadable_message
+from agentsite.secret_fields import MASK_HELP, SECRET_MASK
 from mcpservers.endpoints import mcp_policy
-from mcpservers.models import SECRET_MASK, McpServer
+from mcpservers.models import McpServer
 from mcpservers.services import CONNECTION_FIELDS, SecretKeepError, kept_secrets, server_forget_tools
 
 _SECRETS = ("env", "headers")
-_KEEP = f'Stored values show as "{SECRET_MASK}"; leave them so to keep them.'
 
 
 class McpServerForm(forms.ModelForm):
     env = forms.JSONField(
         required=False,
-        help_text=f"JSON object of strings. {_KEEP}",
+        help_text=f"JSON object of strings. {MASK_HELP}",
     )
     headers = forms.JSONField(
         required=False,
-        help_text=f"JSON object of strings (http). {_KEEP}",
+        help_text=f"JSON object of strings (http). {MASK_HELP}",
     )
 
     class Meta:

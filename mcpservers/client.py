@@ -163,6 +163,9 @@ class McpConnection:
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        ready = self._ready
+        if ready is not None and ready.done() and not ready.cancelled():
+            ready.exception()  # start() reported it, or nobody waits for it any more: not "never retrieved"
 
     async def _own(self) -> None:
         assert self._ready is not None

@@ -19,9 +19,8 @@ from django.utils import timezone
 from agents.models import NAME_PATTERN, Agent
 from agentsite.encryption import is_unreadable, unreadable_message
 from agentsite.isotime import iso
-from agentsite.secret_fields import EncryptedJSONDictField
+from agentsite.secret_fields import SECRET_MASK, EncryptedJSONDictField
 
-SECRET_MASK = "***"  # what responses show instead of an env or header value (write-only)
 DEFAULT_TIMEOUT_SECONDS = 60
 MAX_TIMEOUT_SECONDS = 3_600
 TRANSPORTS = ("stdio", "http")

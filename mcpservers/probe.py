@@ -56,10 +56,9 @@ def server_test(*, agent: Agent, server: McpServer, user: Any) -> ProbeResult:
         )
         try:
             listed = async_to_sync(_list_tools)(config, context)
-        except SandboxRefused as exc:
-            return _failed(
-                agent, server.name, "refused", f"MCP server '{server.name}' could not be started: {exc}"
-            )
+        except SandboxRefused as exc:  # its program is not there, or may not be shown
+            message = f"MCP server '{server.name}' could not be started: {exc}"
+            return _failed(agent, server.name, "spawn_failed", message)
         except McpError as exc:
             return _failed(agent, server.name, exc.code, exc.message, record=exc.code != "refused")
     tools, skipped = cached_tools(config.name, listed)

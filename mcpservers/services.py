@@ -14,7 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from mcpservers.models import SECRET_MASK, CachedTool, McpServer, McpServerConfig, McpServerDict
+from agentsite.secret_fields import SECRET_MASK, MaskWithoutValue, unmasked
+from mcpservers.models import CachedTool, McpServer, McpServerConfig, McpServerDict
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +45,10 @@ def server_get(*, agent: Agent, name: str) -> McpServer | None:
 
 def kept_secrets(field: str, sent: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
     """`sent` with every masked value replaced by the stored one, so a client may PUT back what it read."""
-    kept: dict[str, str] = {}
-    for key, value in sent.items():
-        if value == SECRET_MASK:
-            if key not in stored:
-                raise SecretKeepError(field, key)
-            value = stored[key]
-        kept[key] = value
-    return kept
+    try:
+        return unmasked(sent, stored)
+    except MaskWithoutValue as exc:
+        raise SecretKeepError(field, exc.key) from None
 
 
 @transaction.atomic

@@ -121,11 +121,10 @@ class McpToolSource(ToolSource):
         undiscovered = False
         for server, config in server_configs_for_agent(agent_name=agent_name):
             undiscovered = undiscovered or needs_discovery(server)
-            for cached in server.cached_tools():
-                if TOOL_NAME.fullmatch(tool_name(config.name, cached.name)):
-                    tools.append(
-                        McpTool(source=self, server=config.name, tool=cached, risk=config.risk_of(cached))
-                    )
+            tools += [
+                McpTool(source=self, server=config.name, tool=cached, risk=config.risk_of(cached))
+                for cached in server.cached_tools()
+            ]
         return SourcedTools(tools=tools, undiscovered=undiscovered)
 
     async def discover(self, agent_name: str, ctx: ToolContext) -> None:
@@ -172,10 +171,13 @@ class McpToolSource(ToolSource):
             raise ToolError(unreadable)
         try:
             spec = self.spec(config, ctx)
-            on_change = partial(self._record_tools, ctx.agent_name, config.name)
+        except SandboxRefused as exc:  # its program is not there, or may not be shown: the config's fault
+            message = f"MCP server '{config.name}' could not be started: {exc}"
+            await self._record_failure(ctx.agent_name, config.name, message)
+            raise ToolError(message) from None
+        on_change = partial(self._record_tools, ctx.agent_name, config.name)
+        try:
             conn, started = await self.sessions.connect(ctx.session_id, spec, on_tools_changed=on_change)
-        except SandboxRefused as exc:
-            raise ToolError(f"MCP server '{config.name}' could not be started: {exc}") from None
         except McpError as exc:
             if exc.code != "refused":
                 await self._record_failure(ctx.agent_name, config.name, exc.message)

@@ -19,6 +19,7 @@ from channels.testing import WebsocketCommunicator
 from acp.services import runner_upsert
 from agents.services import default_agent_ensure, tool_set_enabled
 from agentsite.dev.fake_llm import Reply
+from tests.support.processes import pids_with_env
 from tests.support.runner_kit import mock_runner_script, runner_folder, runner_python
 from tests.support.ws import send
 
@@ -103,18 +104,7 @@ def tool_results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def marker_pids(marker: str) -> list[int]:
     """Live processes whose environment carries this runner's marker (the runner and its children)."""
-    needle = f"ACP_TEST_MARKER={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as environ:
-                if needle in environ.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return pids_with_env(f"ACP_TEST_MARKER={marker}")
 
 
 def group_gone(pgid: int, within: float = 5.0) -> bool:

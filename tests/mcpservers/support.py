@@ -8,7 +8,6 @@ the outside view, without asking our own code.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 from typing import Any
@@ -19,6 +18,7 @@ from agents.services import default_agent_ensure
 from agentsite.dev.fake_llm import Reply
 from mcpservers.services import server_upsert
 from tests.acp import support as acp_support
+from tests.support.processes import pids_with_env
 from tests.support.runner_kit import mcp_server_folder, mcp_server_script, runner_python
 
 SERVER = "testsrv"
@@ -76,22 +76,7 @@ async def run_turn(ws: WebsocketCommunicator, content: str, **options: Any) -> l
 
 def marker_pids(marker: str) -> list[int]:
     """Live processes whose environment carries this server's marker (the server and its children)."""
-    needle = f"MCP_TEST_MARKER={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as environ:
-                if needle not in environ.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat") as stat:
-                if stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    continue
-        except OSError:
-            continue
-        found.append(int(entry))
-    return found
+    return pids_with_env(f"MCP_TEST_MARKER={marker}")
 
 
 def gone(marker: str, within: float = 5.0) -> bool:

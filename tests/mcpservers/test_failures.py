@@ -141,6 +141,20 @@ async def test_a_server_that_does_not_start_is_an_error_result_and_its_status_sa
     assert shown["status"]["state"] == "error" and "exit code 2" in shown["status"]["message"]
 
 
+async def test_a_command_that_is_not_there_is_named_in_the_error_and_the_status(
+    session, alice_key, staff_key, llm
+):
+    await sync_to_async(configure_server)(command="/nonexistent/mcp-server")
+    tested = (await rest("POST", f"/api/v1/agents/default/config/mcp/{SERVER}/test", key=staff_key)).json()
+    assert tested["ok"] is False and tested["error"] == {
+        "code": "spawn_failed",
+        "message": f"MCP server '{SERVER}' could not be started: the command '/nonexistent/mcp-server' was "
+        "not found.",
+    }
+    status, message = await sync_to_async(_status)()
+    assert (status, message) == ("error", tested["error"]["message"])
+
+
 @override_settings(AGENTSITE_MCP_START_SECONDS=5.0)
 async def test_a_server_that_hangs_at_start_times_out(session, alice_key, staff_key, llm):
     marker = await sync_to_async(configure_server)(env={"MCP_TEST_MODE": "hang_start"}, timeout_seconds=2)
