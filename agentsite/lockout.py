@@ -29,7 +29,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from agentsite.errors import wait_text
-from agentsite.ratelimit import rate_setting, request_address
+from agentsite.ratelimit import ip_or_none, rate_setting, request_address
 
 # With AGENTSITE_RATE_LOGIN=off axes is disabled (settings.py); these values are then never asked for.
 _UNLIMITED = 1_000_000
@@ -47,9 +47,9 @@ def cool_off(request: HttpRequest | None = None) -> timedelta:
     return timedelta(seconds=rate.seconds if rate is not None else 1)
 
 
-def client_ip(request: HttpRequest) -> str:
-    """AXES_CLIENT_IP_CALLABLE."""
-    return request_address(request)
+def client_ip(request: HttpRequest) -> str | None:
+    """AXES_CLIENT_IP_CALLABLE: the client address (None without one: axes stores it in an IP column)."""
+    return ip_or_none(request_address(request))
 
 
 def lockout_seconds(request: HttpRequest, username: str | None) -> int:
@@ -60,7 +60,7 @@ def lockout_seconds(request: HttpRequest, username: str | None) -> int:
     limit, window = failure_limit(), cool_off()
     now = timezone.now()
     longest = 0.0
-    for match in ({"username": username} if username else None, {"ip_address": request_address(request)}):
+    for match in ({"username": username} if username else None, {"ip_address": client_ip(request)}):
         if match is None:
             continue
         rows = (
