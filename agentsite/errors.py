@@ -39,7 +39,7 @@ def json_error(status_code: int, code: str, message: str) -> JsonResponse:
 
 
 def wait_text(seconds: int) -> str:
-    """ "45 seconds", "1 minute", "15 minutes": how long to wait, rounded up."""
+    """How long to wait, rounded up: "45 seconds", "1 minute", "15 minutes"."""
     if seconds < 90:
         return f"{seconds} second{'s' if seconds != 1 else ''}"
     minutes = math.ceil(seconds / 60)

@@ -15,7 +15,6 @@ asks `setup_blocked_for` and reports its failed submissions with `setup_failed`.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from collections.abc import Callable
 from datetime import timedelta
@@ -30,7 +29,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from agentsite.errors import wait_text
-from agentsite.ratelimit import rate_setting, request_address
+from agentsite.ratelimit import ip_or_none, rate_setting, request_address
 
 # With AGENTSITE_RATE_LOGIN=off axes is disabled (settings.py); these values are then never asked for.
 _UNLIMITED = 1_000_000
@@ -49,14 +48,8 @@ def cool_off(request: HttpRequest | None = None) -> timedelta:
 
 
 def client_ip(request: HttpRequest) -> str | None:
-    """AXES_CLIENT_IP_CALLABLE: the client's address, or None for a request without an IP address (a login
-    made in-process, a server on a unix socket): axes' column holds addresses only, and Postgres refuses
-    anything else."""
-    address = request_address(request)
-    try:
-        return str(ipaddress.ip_address(address))
-    except ValueError:
-        return None
+    """AXES_CLIENT_IP_CALLABLE: the client address (None without one: axes stores it in an IP column)."""
+    return ip_or_none(request_address(request))
 
 
 def lockout_seconds(request: HttpRequest, username: str | None) -> int:

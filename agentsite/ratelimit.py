@@ -61,29 +61,43 @@ def rate_setting(name: str) -> Rate | None:
 # --- who is asking -----------------------------------------------------------------------------------
 
 
-def _trusted(address: str, proxies: Iterable[Any]) -> bool:
+UNKNOWN = "unknown"  # a request without a peer address (a test client, a Unix socket)
+
+
+def ip_or_none(address: str) -> str | None:
+    """`address` when it is an IP address (IPv6 without brackets), else None."""
     try:
-        ip = ipaddress.ip_address(address.strip("[]"))
+        return str(ipaddress.ip_address(address.strip("[]")))
     except ValueError:
-        return False
-    return any(ip in network for network in proxies)
+        return None
 
 
 def client_address(peer: str | None, forwarded_for: str | None) -> str:
     """The client's address: the peer's, unless the peer is a trusted proxy; then the last address of
-    X-Forwarded-For that is not one of the trusted proxies (earlier entries are the client's to forge)."""
+    X-Forwarded-For that is not one of the trusted proxies (earlier entries are the client's to forge;
+    one that is not an address at all means the proxies did not write that header: the peer is used)."""
     proxies = settings.AGENTSITE_TRUSTED_PROXIES
-    if not peer or not proxies or not _trusted(peer, proxies) or not forwarded_for:
-        return peer or "unknown"
-    hops = [hop.strip() for hop in forwarded_for.split(",") if hop.strip()]
-    for hop in reversed(hops):
-        if not _trusted(hop, proxies):
-            return hop
-    return hops[0] if hops else peer
+    if not peer:
+        return UNKNOWN
+    peer_ip = ip_or_none(peer)
+    if not proxies or not forwarded_for or peer_ip is None or not _trusted(peer_ip, proxies):
+        return peer
+    for hop in reversed([hop.strip() for hop in forwarded_for.split(",") if hop.strip()]):
+        address = ip_or_none(hop)
+        if address is None:
+            return peer
+        if not _trusted(address, proxies):
+            return address
+    return peer
+
+
+def _trusted(address: str, proxies: Iterable[Any]) -> bool:
+    ip = ipaddress.ip_address(address)
+    return any(ip in network for network in proxies)
 
 
 def request_address(request: HttpRequest) -> str:
-    """The client address of an HTTP request (also django-axes' AXES_CLIENT_IP_CALLABLE)."""
+    """The client address of an HTTP request."""
     return client_address(request.META.get("REMOTE_ADDR"), request.META.get("HTTP_X_FORWARDED_FOR"))
 
 

@@ -397,8 +397,10 @@ SECURE_CSP = {
     "frame-ancestors": [CSP.NONE],
 }
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Device features no page of ours uses. (The clipboard stays: the chat copies answers, and reading it
+# asks the user anyway.)
 AGENTSITE_PERMISSIONS_POLICY = (
-    "accelerometer=(), camera=(), clipboard-read=(), display-capture=(), geolocation=(), gyroscope=(), "
+    "accelerometer=(), camera=(), display-capture=(), geolocation=(), gyroscope=(), "
     "hid=(), magnetometer=(), microphone=(), midi=(), payment=(), serial=(), usb=(), "
     "xr-spatial-tracking=()"
 )

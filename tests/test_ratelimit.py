@@ -85,6 +85,10 @@ def test_the_client_address_is_the_peer_unless_the_peer_is_a_trusted_proxy(setti
     # What the client wrote itself comes first; the last hop that is not ours is the client.
     assert client_address("10.0.0.2", "6.6.6.6, 198.51.100.1, 10.0.0.3") == "198.51.100.1"
     assert client_address("10.0.0.2", None) == "10.0.0.2"
+    assert client_address("10.0.0.2", "10.0.0.9") == "10.0.0.2"  # only our proxies: the nearest one
+    assert client_address("10.0.0.2", "unknown, 198.51.100.1") == "198.51.100.1"
+    assert client_address("10.0.0.2", "198.51.100.1, not-an-address") == "10.0.0.2"  # not our proxies' doing
+    assert client_address(None, None) == "unknown"
 
 
 # --- REST ----------------------------------------------------------------------------------------
