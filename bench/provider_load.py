@@ -99,7 +99,8 @@ class Chat:
                     return False
                 session_id = (await response.json())["session_id"]
             url = spec["ws"] + f"/api/v1/chat/ws/{session_id}?api_key={spec['key']}"
-            self.ws = await self.http.ws_connect(url, autoping=False, compress=0, max_msg_size=0)
+            # autoping: daphne pings a socket every 20 s; aiohttp answers and never hands the ping over
+            self.ws = await self.http.ws_connect(url, autoping=True, compress=0, max_msg_size=0)
             first = json.loads((await self.ws.receive(timeout=60)).data)
         except Exception as exc:  # a failure to open is a reported error, not a crash
             stats.errors.append(f"open: {type(exc).__name__}: {exc}")
