@@ -30,19 +30,22 @@ import websockets
 from tests.support.server import RunningServer, ServerEnv, serve, server_env
 from tests.support.sse import sse_events
 
-pytestmark = pytest.mark.services_rerun
+pytestmark = [pytest.mark.services_rerun, pytest.mark.timeout(300)]  # a loaded machine starts servers slowly
 
 WITHIN = 2.0  # docs/protocol.md §6.2
 PASSWORD = "a long enough password 7"
 KEYS = "/api/v1/auth/keys"
 
+# The password is hashed once for all (the server's hasher is the real, slow one).
 NEW_USERS = """
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import make_password
 from agentsite.services import api_key_create
+hashed = make_password({password!r})
 for name, staff in {users!r}:
-    user = get_user_model().objects.create_user(
-        name, password={password!r}, is_staff=staff, is_superuser=staff
-    )
+    user = get_user_model().objects.create_user(name, is_staff=staff, is_superuser=staff)
+    user.password = hashed
+    user.save(update_fields=["password"])
     print(name, user.pk, api_key_create(user=user, name="first")[1])
 """
 
