@@ -252,6 +252,12 @@ def agentsite_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         AGENTSITE_DATA_DIR=str(data_dir),
         AGENTSITE_DEMO_DELAY=str(args.delay),
         AGENTSITE_MAX_CONCURRENT_TURNS=str(args.max_turns),
+        # One bench user runs every session: its fair share (4 turns at once), its open-chat cap (the idle
+        # phase creates 1,000) and the REST throttles would measure the limits, not the path.
+        AGENTSITE_USER_MAX_CONCURRENT_TURNS="0",
+        AGENTSITE_USER_MAX_SESSIONS="0",
+        AGENTSITE_RATE_USER="1000000000/s",
+        AGENTSITE_RATE_ANON="1000000000/s",
         BENCH_DEMO_CHUNKS=str(args.chunks),
         PYTHONUNBUFFERED="1",
     )
