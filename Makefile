@@ -9,8 +9,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 SERVICES_REDIS_URL ?= redis://127.0.0.1:6379/0
+SOAK_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: run test test-services setup lint bench clean
+.PHONY: run test test-services setup lint bench soak clean
 
 define find_python
 for candidate in "$$PYTHON" python3.13 python3.12 \
@@ -65,7 +66,7 @@ test-services: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	PYTHONPATH=. DEBUG=true AGENTSITE_DATA_DIR=var/mypy $(VENV)/bin/mypy agentsite chat agents acp cron portal
+	PYTHONPATH=. DEBUG=true AGENTSITE_DATA_DIR=var/mypy $(VENV)/bin/mypy agentsite chat agents acp mcpservers cron portal
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(VPY) -m pip install --quiet -e '.[test,bench]'
@@ -75,6 +76,11 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 # both always run, and the exit status says whether every target of both was met.
 bench: setup $(VENV)/.bench-installed
 	@status=0; $(VPY) bench/ws_load.py || status=1; $(VPY) bench/provider_load.py || status=1; exit $$status
+
+# Two servers on Postgres + a Redis of its own under faults, ~10 min (bench/README.md "Soak"). Not in `make test`.
+SOAK_ARGS ?=
+soak: setup
+	$(VPY) bench/soak.py --postgres "$(SOAK_POSTGRES)" $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) var/test

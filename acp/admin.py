@@ -7,14 +7,15 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
-from acp.models import ENV_MASK, AcpRunner
+from acp.models import AcpRunner
 from agentsite.encryption import is_unreadable, unreadable_message
+from agentsite.secret_fields import MASK_HELP, SECRET_MASK, MaskWithoutValue, unmasked
 
 
 class AcpRunnerForm(forms.ModelForm):
     env = forms.JSONField(
         required=False,
-        help_text=f'JSON object of strings. Stored values show as "{ENV_MASK}"; leave them so to keep them.',
+        help_text=f"JSON object of strings. {MASK_HELP}",
     )
 
     class Meta:
@@ -35,7 +36,7 @@ class AcpRunnerForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.instance.pk:
-            self.initial["env"] = {key: ENV_MASK for key in self.instance.env}
+            self.initial["env"] = {key: SECRET_MASK for key in self.instance.env}
             unreadable = sorted(k for k, v in self.instance.env.items() if is_unreadable(v))
             if unreadable:
                 what = f"the stored value of {', '.join(unreadable)}"
@@ -56,15 +57,10 @@ class AcpRunnerForm(forms.ModelForm):
         value = self.cleaned_data.get("env") or {}
         if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
             raise forms.ValidationError("env must be a JSON object whose values are strings.")
-        stored = self.instance.env if self.instance.pk else {}
-        env = {}
-        for key, item in value.items():
-            if item == ENV_MASK:
-                if key not in stored:
-                    raise forms.ValidationError(f"{key} has no stored value to keep; give its value.")
-                item = stored[key]
-            env[key] = item
-        return env
+        try:
+            return unmasked(value, self.instance.env if self.instance.pk else {})
+        except MaskWithoutValue as exc:
+            raise forms.ValidationError(f"{exc.key} has no stored value to keep; give its value.") from None
 
     def clean_args(self) -> list[str]:
         value = self.cleaned_data.get("args") or []

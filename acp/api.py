@@ -7,30 +7,56 @@ from __future__ import annotations
 
 import re
 
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from acp.serializers import RunnerInputSerializer
+from acp.serializers import RunnerInputSerializer, RunnerListSerializer, RunnerSerializer
 from acp.services import RunnerEnvError, runner_delete, runner_get, runner_list, runner_upsert
-from agents.api import AgentConfigApi
+from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
 from agents.models import NAME_PATTERN
 from agentsite.errors import ApiError
+from agentsite.openapi import errors
 
 _RUNNER_NAME = re.compile(NAME_PATTERN)
+RUNNER_NOT_FOUND = errors({404: "not_found: no such agent, or no such runner of it"})
 
 
 class AgentRunnerListApi(AgentConfigApi):
+    @extend_schema(
+        operation_id="agents_runners_list", responses={200: RunnerListSerializer, **AGENT_NOT_FOUND}
+    )
     def get(self, request: Request, name: str) -> Response:
         return Response({"runners": runner_list(agent=self._agent(name))})
 
 
 class AgentRunnerApi(AgentConfigApi):
+    @extend_schema(
+        operation_id="agents_runners_retrieve", responses={200: RunnerSerializer, **RUNNER_NOT_FOUND}
+    )
     def get(self, request: Request, name: str, runner: str) -> Response:
         found = runner_get(agent=self._agent(name), name=runner)
         if found is None:
             raise ApiError(404, "not_found", f"Runner {runner} not found for agent {name}.")
         return Response(found.to_dict())
 
+    @extend_schema(
+        operation_id="agents_runners_put",
+        examples=[
+            OpenApiExample(
+                "An external agent",
+                {"enabled": True, "command": "codex-acp", "args": ["--quiet"], "timeout_seconds": 600},
+                request_only=True,
+            )
+        ],
+        description="Creates or replaces the runner; a runner name is 1-64 of `[A-Za-z0-9_-]`.",
+        request=RunnerInputSerializer,
+        responses={
+            200: RunnerSerializer,
+            **AGENT_NOT_FOUND,
+            **errors({400: "invalid: `fields` names each problem", 403: STAFF_ONLY}),
+        },
+    )
     def put(self, request: Request, name: str, runner: str) -> Response:
         agent = self._agent(name)
         if not _RUNNER_NAME.fullmatch(runner):
@@ -44,6 +70,10 @@ class AgentRunnerApi(AgentConfigApi):
             raise ApiError(400, "invalid", f"env: {exc}", fields={"env": [str(exc)]}) from None
         return Response(stored.to_dict())
 
+    @extend_schema(
+        operation_id="agents_runners_delete",
+        responses={204: None, **RUNNER_NOT_FOUND, **errors({403: STAFF_ONLY})},
+    )
     def delete(self, request: Request, name: str, runner: str) -> Response:
         if not runner_delete(agent=self._agent(name), name=runner):
             raise ApiError(404, "not_found", f"Runner {runner} not found for agent {name}.")

@@ -11,18 +11,23 @@ class AcpConfig(AppConfig):
     verbose_name = "External agents (ACP)"
 
     def ready(self) -> None:
-        """Offer `delegate_external_agent` to agents (acp registers its tool into agents' registry)."""
-        from django.conf import settings
-
-        from acp import process
+        """Offer `delegate_external_agent` to agents (acp registers its tool into agents' registry); runners
+        are site configuration, in the audit trail (agentsite/audit/tracking.py; env values masked)."""
+        from acp.models import AcpRunner
         from acp.tool import TOOL_NAME, DelegateExternalAgentTool
         from agents.tools import registry
+        from agentsite.audit.tracking import track
 
         _check_not_shadowed()
-        process.RECORD_DIR = settings.DATA_DIR / "runners"
 
         if registry.get(TOOL_NAME) is None:
             registry.register(DelegateExternalAgentTool())
+        track(
+            AcpRunner,
+            object_type="acp_runner",
+            object_id=lambda runner: f"{runner.agent_id}/{runner.name}",
+            exclude=("created_at", "updated_at"),
+        )
 
 
 def _check_not_shadowed() -> None:

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 
 from acp.clock import RunnerClock
 from acp.jsonrpc import JsonRpcError, ProtocolViolation
-from acp.process import RunnerProcess
 from acp.spec import AcpError, ErrorCode
+from agents.sandbox.children import RunnerProcess
 
 EXIT_GRACE_SECONDS = 0.5  # after the runner exits, how long its last stdout frames may still arrive
 

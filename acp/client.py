@@ -29,7 +29,6 @@ from acp.inbound import Callbacks, OnPermission, OnPolicyDecision, OnUpdate, Upd
 from acp.jsonrpc import INVALID_PARAMS, JsonRpcError
 from acp.peer import AcpPeer
 from acp.permissions import PendingPermissions
-from acp.process import RunnerProcess, SpawnError
 from acp.schema import (
     PROTOCOL_VERSION,
     ClientCapabilities,
@@ -47,6 +46,7 @@ from acp.schema import (
 from acp.spec import AcpError, AcpRunnerSpec
 from acp.transport import StrictNdjsonTransport
 from acp.updates import message_text
+from agents.sandbox.children import RunnerProcess, SpawnError
 
 ConnectionState = Literal["open", "running", "waiting_for_permission", "exited", "closed"]
 

@@ -14,7 +14,7 @@ from acp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from acp.policy import confine_path
 from acp.schema import ReadTextFileResponse, WriteTextFileResponse
 from agents.tools.base import ToolError
-from agents.tools.workspace import give_to_workspace_owner, make_folders
+from agents.tools.workspace import open_inside, write_inside
 
 NOT_FOUND = -32002  # ACP's "resource not found"
 
@@ -31,10 +31,10 @@ async def read_text_file(
     `visible`: where the runner sees the workspace (its absolute paths start there)."""
     target = _confined(workspace, path, visible)
     try:
-        text = await asyncio.to_thread(target.read_text, encoding="utf-8")
+        text = await asyncio.to_thread(_read_text, workspace, target)
     except FileNotFoundError:
         raise JsonRpcError(NOT_FOUND, f"The file '{path}' does not exist.", {"path": path}) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ToolError) as exc:
         message = f"The file '{path}' cannot be read as text: {exc}"
         raise JsonRpcError(INTERNAL_ERROR, message, {"path": path}) from None
     return ReadTextFileResponse(content=_slice_lines(text, line, limit))
@@ -47,7 +47,7 @@ async def write_text_file(
     target = _confined(workspace, path, visible)
     try:
         await asyncio.to_thread(_write_text, workspace, target, content)
-    except OSError as exc:
+    except (OSError, ToolError) as exc:
         message = f"The file '{path}' cannot be written: {exc}"
         raise JsonRpcError(INTERNAL_ERROR, message, {"path": path}) from None
     return WriteTextFileResponse()
@@ -70,7 +70,10 @@ def _slice_lines(text: str, line: int | None, limit: int | None) -> str:
     return "".join(lines[start:end])
 
 
+def _read_text(workspace: Path, target: Path) -> str:
+    with open(open_inside(workspace, target), encoding="utf-8") as handle:
+        return handle.read()
+
+
 def _write_text(workspace: Path, target: Path, content: str) -> None:
-    make_folders(workspace, target.parent)
-    target.write_text(content, encoding="utf-8")
-    give_to_workspace_owner(workspace, target)
+    write_inside(workspace, target, content.encode("utf-8"))

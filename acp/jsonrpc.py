@@ -3,7 +3,7 @@
 ACP runs JSON-RPC over a child's stdio, and both sides call each other: we send `initialize`,
 `session/prompt` ...; the runner sends `session/request_permission` and `fs/*` while a prompt is
 still outstanding. This module is only that plumbing, with no knowledge of ACP's messages (see
-`acp.schema`) or of processes (see `acp.process`):
+`acp.schema`) or of processes (see `agents.sandbox.children`):
 
 - `request()` sends a call with a fresh integer id and waits for the response with that id; any
   number may be outstanding at once. An error response raises `JsonRpcError` (code, message, data);

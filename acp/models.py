@@ -17,9 +17,8 @@ from django.utils import timezone
 from acp.updates import TOOL_PARSE_MODES, ToolParseMode
 from agents.models import NAME_PATTERN, Agent
 from agentsite.encryption import is_unreadable, unreadable_message
-from agentsite.secret_fields import EncryptedJSONDictField
+from agentsite.secret_fields import SECRET_MASK, EncryptedJSONDictField
 
-ENV_MASK = "***"  # what responses show instead of an env value (write-only)
 DEFAULT_TIMEOUT_SECONDS = 300
 MAX_TIMEOUT_SECONDS = 86_400
 
@@ -137,7 +136,7 @@ class AcpRunner(models.Model):
             "enabled": self.enabled,
             "command": self.command,
             "args": list(self.args),
-            "env": {key: ENV_MASK for key in self.env},
+            "env": {key: SECRET_MASK for key in self.env},
             "trusted": self.trusted,
             "tool_parse_mode": self.tool_parse_mode,
             "timeout_seconds": self.timeout_seconds,

@@ -52,3 +52,20 @@ class RunnerInputSerializer(serializers.Serializer):
         if attrs["enabled"] and not attrs["command"]:
             raise serializers.ValidationError({"command": ["An enabled runner needs a command."]})
         return attrs
+
+
+class RunnerSerializer(serializers.Serializer):
+    """RUNNER as the API answers it (`AcpRunner.to_dict()`): `env` values masked."""
+
+    enabled = serializers.BooleanField()
+    command = serializers.CharField(allow_blank=True)
+    args = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    env = serializers.DictField(child=serializers.CharField(), help_text='Each value is "***" (write-only).')
+    trusted = serializers.BooleanField()
+    tool_parse_mode = serializers.ChoiceField(list(TOOL_PARSE_MODES))
+    timeout_seconds = serializers.IntegerField(min_value=1, max_value=MAX_TIMEOUT_SECONDS)
+    sandbox_paths = serializers.ListField(child=serializers.CharField())
+
+
+class RunnerListSerializer(serializers.Serializer):
+    runners = serializers.DictField(child=RunnerSerializer(), help_text="The agent's runners by name.")

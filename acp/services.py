@@ -6,15 +6,16 @@ from typing import Any
 
 from django.db import transaction
 
-from acp.models import ENV_MASK, AcpRunner, RunnerConfig, RunnerDict
+from acp.models import AcpRunner, RunnerConfig, RunnerDict
 from agents.models import Agent
+from agentsite.secret_fields import SECRET_MASK, MaskWithoutValue, unmasked
 
 
 class RunnerEnvError(ValueError):
     """An env value was sent as the mask ("***") for a variable that has no stored value to keep."""
 
     def __init__(self, key: str) -> None:
-        super().__init__(f"{key}: '{ENV_MASK}' keeps a stored value, but this runner has none for {key}.")
+        super().__init__(f"{key}: '{SECRET_MASK}' keeps a stored value, but this runner has none for {key}.")
         self.key = key
 
 
@@ -35,14 +36,10 @@ def runner_upsert(*, agent: Agent, name: str, data: dict[str, Any]) -> AcpRunner
     what it read without wiping the secrets it was never shown.
     """
     current = AcpRunner.objects.select_for_update().filter(agent=agent, name=name).first()
-    stored_env: dict[str, str] = dict(current.env) if current is not None else {}
-    env: dict[str, str] = {}
-    for key, value in data.get("env", {}).items():
-        if value == ENV_MASK:
-            if key not in stored_env:
-                raise RunnerEnvError(key)
-            value = stored_env[key]
-        env[key] = value
+    try:
+        env = unmasked(data.get("env", {}), current.env if current is not None else {})
+    except MaskWithoutValue as exc:
+        raise RunnerEnvError(exc.key) from None
     runner, _ = AcpRunner.objects.update_or_create(
         agent=agent,
         name=name,

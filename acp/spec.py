@@ -10,10 +10,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from acp.process import build_runner_env
 from acp.updates import TOOL_PARSE_MODES
 from agents.sandbox import Confinement, Sandbox
 from agents.sandbox.base import NO_LIMITS
+from agents.sandbox.children import build_runner_env
 
 ErrorCode = Literal[
     "spawn_failed",

@@ -11,21 +11,22 @@ sentence as an `is_error` result and the turn goes on.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
-from django.conf import settings
 from pydantic import BaseModel
 
 from acp.models import RunnerConfig
 from acp.services import runner_configs_for_agent
+from agents.approvals import decision_entry
 from agents.sandbox import SandboxRefused
-from agents.sandbox.programs import check_program_paths, program_paths, resolve_program
-from agents.sandbox.site import runner_home
+from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
+from agentsite.audit.actions import APPROVAL_DECIDE, RUNNER_START
 from agentsite.db import database_sync_to_async
 
 if TYPE_CHECKING:
@@ -146,9 +147,15 @@ class DelegateExternalAgentTool(Tool):
             startup_timeout = max(config.timeout_seconds, MIN_STARTUP_SECONDS)
             conn = await self.sessions.start(ctx.session_id, spec, startup_timeout=startup_timeout)
         except ValueError as exc:
+            await _audit_start(ctx, config, "failed", f"misconfigured: {exc}")
             raise ToolError(f"Runner '{config.name}' is misconfigured: {exc}") from None
         except _acp_error() as exc:
+            await _audit_start(ctx, config, "failed", exc.message)
             raise ToolError(_start_failure(config.name, exc)) from None
+        except asyncio.CancelledError:
+            await asyncio.shield(_audit_start(ctx, config, "cancelled"))
+            raise
+        await _audit_start(ctx, config, "started")
         return await _prompt(conn, message, ctx)
 
     async def _message(
@@ -206,7 +213,7 @@ async def _prompt(conn: AcpConnection, message: str, ctx: ToolContext) -> str:
             approval_mode=ctx.approval_mode,
             on_update=on_update,
             on_permission=lambda request: _ask_user(ctx, runner, request),
-            on_policy_decision=lambda request, decision: _show_policy(ctx, decision),
+            on_policy_decision=lambda request, decision: _show_policy(ctx, runner, request, decision),
         )
     except _acp_error() as exc:
         raise ToolError(_prompt_failure(runner, exc)) from None
@@ -242,19 +249,49 @@ def _shown_input(raw: Any) -> dict[str, Any]:
     return {} if raw is None else {"input": raw}
 
 
-def _show_policy(ctx: ToolContext, decision: PermissionDecision) -> None:
-    """Policy answered without asking: every subscriber still sees that a permission was decided."""
-    if ctx.emit is None:
+async def _show_policy(
+    ctx: ToolContext, runner: str, request: PermissionRequest, decision: PermissionDecision
+) -> None:
+    """Policy answered without asking: every subscriber still sees that a permission was decided, and the
+    decision is in the audit trail like a user's (agents/approvals.py `decision_entry`)."""
+    confirmation_id = f"conf_{uuid.uuid4().hex}"
+    if ctx.emit is not None:
+        event: dict[str, Any] = {
+            "type": "confirmation_resolved",
+            "confirmation_id": confirmation_id,
+            "approved": decision.approved,
+            "by": "policy",
+        }
+        if decision.option_id is not None:
+            event["option_id"] = decision.option_id
+        ctx.emit(event)
+    if ctx.audit is not None:
+        what = request.title or request.kind or "a tool call"
+        asked: dict[str, Any] = {"confirmation_id": confirmation_id, "kind": "acp_permission", "tool": what}
+        asked.update(runner=runner, command=request.command, arguments=_shown_input(request.raw_input))
+        outcome = SimpleNamespace(approved=decision.approved, by="policy", option_id=decision.option_id)
+        summary, details = decision_entry(asked, outcome, ctx.approval_mode)
+        await ctx.audit(APPROVAL_DECIDE, summary=summary, details=details)
+
+
+async def _audit_start(ctx: ToolContext, config: RunnerConfig, status: str, error: str | None = None) -> None:
+    """`runner.start`: which runner with which command line, sandboxed or not, and how the start ended
+    (started, failed, cancelled). Its env is not shown: the names are configuration, the values secrets."""
+    if ctx.audit is None:
         return
-    event: dict[str, Any] = {
-        "type": "confirmation_resolved",
-        "confirmation_id": f"conf_{uuid.uuid4().hex}",
-        "approved": decision.approved,
-        "by": "policy",
+    details: dict[str, Any] = {
+        "runner": config.name,
+        "agent": ctx.agent_name,
+        "command": config.command,
+        "args": list(config.args),
+        "sandboxed": ctx.sandbox is not None and ctx.sandbox.mode != "none",
+        "trusted": config.trusted,
+        "status": status,
     }
-    if decision.option_id is not None:
-        event["option_id"] = decision.option_id
-    ctx.emit(event)
+    if error is not None:
+        details["error"] = error
+    summary = f"runner '{config.name}' {status}: {config.command}"
+    await ctx.audit(RUNNER_START, summary=summary, details=details)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -294,19 +331,10 @@ def _spec(config: RunnerConfig, ctx: ToolContext) -> AcpRunnerSpec:
 
 def _program(config: RunnerConfig) -> tuple[str, tuple[Path, ...]]:
     """The runner's executable as an absolute path, and the host paths that must be visible to run it."""
-    search_path = os.environ.get("PATH", "")
-    executable = resolve_program(config.command, search_path=search_path)
-    if executable is None:
-        raise ToolError(
-            f"Runner '{config.name}' could not be started: the command {config.command!r} was not found."
-        )
-    shown = program_paths(executable, search_path=search_path)
     try:
-        check_program_paths(shown, data_dir=Path(settings.DATA_DIR), code_dir=Path(settings.BASE_DIR))
+        return program_for(config.command, config.sandbox_paths)
     except SandboxRefused as exc:
         raise ToolError(f"Runner '{config.name}' could not be started: {exc}") from None
-    extra = tuple(Path(path) for path in config.sandbox_paths)
-    return str(executable), (*shown, *extra)
 
 
 def _runner_name(params: DelegateParams) -> str:

@@ -5,31 +5,89 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from rest_framework import generics, serializers
+from django.db import transaction
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
+from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
-from agents.serializers import ActiveModelSerializer, AgentSerializer, ProviderSerializer
+from agents.serializers import (
+    ActiveModelOutSerializer,
+    ActiveModelSerializer,
+    AgentSerializer,
+    ProviderPageSerializer,
+    ProviderSerializer,
+    ProviderTestSerializer,
+    ToolItemSerializer,
+    ToolSwitchSerializer,
+)
 from agents.services import tool_items_for, tool_set_enabled
 from agentsite.errors import ApiError
-from agentsite.fields import StrictBooleanField
+from agentsite.openapi import PAGE_PARAMETERS, errors
+from agentsite.pagination import CursorPage
 from agentsite.permissions import IsStaffOrReadOnly
 
+STAFF_ONLY = "forbidden: only staff can change site configuration"
+AGENT_NOT_FOUND = errors({404: "not_found: no such agent"})
 
-class AgentListApi(generics.ListCreateAPIView):
+
+class AtomicWrites:
+    """A write and its audit entry (agentsite/audit/tracking.py) commit together, or neither does."""
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+    def perform_destroy(self, instance: Any) -> None:
+        with transaction.atomic():
+            instance.delete()
+
+
+class AgentPage(CursorPage):
+    ordering = ("name",)
+
+
+class ProviderPage(CursorPage):
+    ordering = ("id",)
+
+
+@extend_schema_view(
+    post=extend_schema(
+        responses={201: AgentSerializer, **errors({403: STAFF_ONLY})},
+        examples=[
+            OpenApiExample(
+                "A reviewer",
+                {"name": "reviewer", "description": "Reads diffs", "system_prompt": "Review the change."},
+                request_only=True,
+            )
+        ],
+    ),
+)
+class AgentListApi(AtomicWrites, generics.ListCreateAPIView):
     queryset = Agent.objects.all()
     serializer_class = AgentSerializer
     permission_classes = [IsStaffOrReadOnly]
-    pagination_class = None
-
-    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = self.get_serializer(self.get_queryset(), many=True).data
-        return Response({"results": data, "next": None})
+    pagination_class = AgentPage
 
 
-class AgentDetailApi(generics.RetrieveUpdateDestroyAPIView):
+@extend_schema_view(
+    get=extend_schema(responses={200: AgentSerializer, **AGENT_NOT_FOUND}),
+    patch=extend_schema(responses={200: AgentSerializer, **AGENT_NOT_FOUND, **errors({403: STAFF_ONLY})}),
+    delete=extend_schema(
+        responses={
+            204: None,
+            **AGENT_NOT_FOUND,
+            **errors({403: STAFF_ONLY, 409: "protected: the default agent cannot be deleted"}),
+        }
+    ),
+)
+class AgentDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView):
     queryset = Agent.objects.all()
     serializer_class = AgentSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -39,23 +97,53 @@ class AgentDetailApi(generics.RetrieveUpdateDestroyAPIView):
     def perform_destroy(self, instance: Agent) -> None:
         if instance.name == DEFAULT_AGENT:
             raise ApiError(409, "protected", "The default agent always exists and cannot be deleted.")
-        instance.delete()
+        super().perform_destroy(instance)
 
 
-class ProviderListApi(generics.ListCreateAPIView):
+@extend_schema_view(
+    get=extend_schema(parameters=PAGE_PARAMETERS, responses=ProviderPageSerializer),
+    post=extend_schema(
+        responses={201: ProviderSerializer, **errors({403: STAFF_ONLY})},
+        examples=[
+            OpenApiExample(
+                "A local Ollama",
+                {
+                    "id": "ollama",
+                    "name": "Ollama",
+                    "base_url": "http://127.0.0.1:11434/v1",
+                    "models": ["llama3.2"],
+                    "default_model": "llama3.2",
+                },
+                request_only=True,
+            )
+        ],
+    ),
+)
+class ProviderListApi(AtomicWrites, generics.ListCreateAPIView):
     queryset = Provider.objects.all()
     serializer_class = ProviderSerializer
     permission_classes = [IsStaffOrReadOnly]
-    pagination_class = None
+    pagination_class = ProviderPage
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = self.get_serializer(self.get_queryset(), many=True).data
+        response = super().list(request, *args, **kwargs)
         site = SiteDefault.objects.filter(id=1).first()
         active = {"provider_id": site.provider_id, "model": site.model} if site and site.provider_id else None
-        return Response({"results": data, "next": None, "active": active})
+        response.data["active"] = active
+        return response
 
 
-class ProviderDetailApi(generics.RetrieveUpdateDestroyAPIView):
+PROVIDER_NOT_FOUND = errors({404: "not_found: no such provider"})
+
+
+@extend_schema_view(
+    get=extend_schema(responses={200: ProviderSerializer, **PROVIDER_NOT_FOUND}),
+    patch=extend_schema(
+        responses={200: ProviderSerializer, **PROVIDER_NOT_FOUND, **errors({403: STAFF_ONLY})}
+    ),
+    delete=extend_schema(responses={204: None, **PROVIDER_NOT_FOUND, **errors({403: STAFF_ONLY})}),
+)
+class ProviderDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView):
     queryset = Provider.objects.all()
     serializer_class = ProviderSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -65,10 +153,25 @@ class ProviderDetailApi(generics.RetrieveUpdateDestroyAPIView):
 class ProviderActiveApi(APIView):
     permission_classes = [IsStaffOrReadOnly]
 
+    @extend_schema(operation_id="providers_active_retrieve", responses=ActiveModelOutSerializer)
     def get(self, request: Request) -> Response:
-        site = SiteDefault.load()
+        site = SiteDefault.objects.filter(id=1).first() or SiteDefault()  # a read writes no row
         return Response({"provider_id": site.provider_id, "model": site.model or None})
 
+    @transaction.atomic
+    @extend_schema(
+        operation_id="providers_active_set",
+        examples=[
+            OpenApiExample(
+                "The default model", {"provider_id": "openai", "model": "gpt-4o-mini"}, request_only=True
+            )
+        ],
+        request=ActiveModelSerializer,
+        responses={
+            200: ActiveModelSerializer,
+            **errors({403: STAFF_ONLY, 404: "not_found: no such provider"}),
+        },
+    )
     def put(self, request: Request) -> Response:
         data = ActiveModelSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -92,6 +195,12 @@ class ProviderTestApi(APIView):
 
     permission_classes = [IsStaffOrReadOnly]
 
+    @extend_schema(
+        operation_id="providers_test",
+        request=None,
+        description="200 both when the endpoint answered with a model list (`ok: true`) and when not.",
+        responses={200: ProviderTestSerializer, **PROVIDER_NOT_FOUND, **errors({403: STAFF_ONLY})},
+    )
     def post(self, request: Request, pk: str) -> Response:
         from agents.llm import ModelError, OpenAIModelClient
 
@@ -137,21 +246,37 @@ class AgentConfigApi(APIView):
             raise ApiError(404, "not_found", f"Tool {tool} not found.") from None
 
 
+TOOL_NOT_FOUND = errors({404: "not_found: no such agent, or no such tool"})
+
+
 class AgentToolListApi(AgentConfigApi):
+    @extend_schema(
+        operation_id="agents_tools_list",
+        description="A plain list (not paginated): every tool with this agent's switch.",
+        responses={200: ToolItemSerializer(many=True), **AGENT_NOT_FOUND},
+    )
     def get(self, request: Request, name: str) -> Response:
         return Response(tool_items_for(agent=self._agent(name)))
 
 
 class AgentToolToggleApi(AgentConfigApi):
+    @extend_schema(
+        operation_id="agents_tools_toggle",
+        request=None,
+        responses={200: ToolItemSerializer, **TOOL_NOT_FOUND, **errors({403: STAFF_ONLY})},
+    )
     def patch(self, request: Request, name: str, tool: str) -> Response:
         return self._set(name, tool, None)
 
 
 class AgentToolApi(AgentConfigApi):
-    class InputSerializer(serializers.Serializer):
-        enabled = StrictBooleanField()
-
+    @extend_schema(
+        operation_id="agents_tools_set",
+        examples=[OpenApiExample("Switch off", {"enabled": False}, request_only=True)],
+        request=ToolSwitchSerializer,
+        responses={200: ToolItemSerializer, **TOOL_NOT_FOUND, **errors({403: STAFF_ONLY})},
+    )
     def put(self, request: Request, name: str, tool: str) -> Response:
-        data = self.InputSerializer(data=request.data)
+        data = ToolSwitchSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return self._set(name, tool, data.validated_data["enabled"])

@@ -21,7 +21,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -115,6 +115,18 @@ def evaluate(tool: Tool, params: BaseModel, mode: ApprovalMode) -> Verdict:
     if decision == "ask":
         return Verdict("ask", f"'{tool.name}' is a dangerous tool and needs your confirmation.")
     return Verdict("allow")
+
+
+def decision_entry(asked: dict[str, Any], outcome: Any, mode: str) -> tuple[str, dict[str, Any]]:
+    """An approval decision as the audit trail keeps it (docs/protocol.md §6.4): a summary, and what was
+    asked (`kind`, `tool`, `arguments`, `command`, `reason`, an ACP runner's `options`; never the preview)
+    with the answer (`outcome`: `approved`, `by` — user, timeout, cancel, policy — and `option_id`)."""
+    details = {key: value for key, value in asked.items() if key != "preview"}
+    details.update(approved=outcome.approved, by=outcome.by, approval_mode=mode)
+    if outcome.option_id is not None:
+        details["option_id"] = outcome.option_id
+    verdict = "approved" if outcome.approved else "refused"
+    return f"{asked.get('tool')} {verdict} by {outcome.by}", details
 
 
 def always_refused(command: str) -> str | None:

@@ -3,11 +3,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models as db_models
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from agents.endpoints import provider_policy
 from agents.models import NAME_PATTERN, Agent, Provider
-from agentsite.fields import StrictBooleanField, StrictCharField, StrictRegexField, StrictURLField
+from agentsite.fields import (
+    StrictBooleanField,
+    StrictCharField,
+    StrictPrimaryKeyRelatedField,
+    StrictRegexField,
+    StrictURLField,
+)
 
 # `/providers/active` is a route of its own: a provider with that id could never be read or changed.
 RESERVED_PROVIDER_IDS = frozenset({"active"})
@@ -25,6 +32,8 @@ class StrictModelSerializer(serializers.ModelSerializer):
 
 
 class ProviderSerializer(StrictModelSerializer):
+    """A model endpoint speaking the OpenAI chat-completions API; `api_key` is write-only."""
+
     id = StrictRegexField(NAME_PATTERN, max_length=64)
     api_key = StrictCharField(write_only=True, required=False, allow_blank=True, max_length=500)
     api_key_set = serializers.SerializerMethodField()
@@ -68,10 +77,10 @@ class ProviderSerializer(StrictModelSerializer):
 
 
 class AgentSerializer(StrictModelSerializer):
+    """An agent: its prompt, and the provider and model it uses (null: the site default)."""
+
     name = StrictRegexField(NAME_PATTERN, max_length=64)
-    provider = serializers.PrimaryKeyRelatedField(
-        queryset=Provider.objects.all(), required=False, allow_null=True
-    )
+    provider = StrictPrimaryKeyRelatedField(queryset=Provider.objects.all(), required=False, allow_null=True)
     sandbox_network = StrictBooleanField(required=False)
     allowed_models = serializers.ListField(
         child=StrictCharField(max_length=200), required=False, max_length=200
@@ -103,3 +112,49 @@ class AgentSerializer(StrictModelSerializer):
 class ActiveModelSerializer(serializers.Serializer):
     provider_id = StrictCharField(max_length=64)
     model = StrictCharField(max_length=200)
+
+
+class ToolSwitchSerializer(serializers.Serializer):
+    enabled = StrictBooleanField()
+
+
+# -- what the agent and provider endpoints answer besides the model serializers (the OpenAPI document) --
+
+
+class ActiveModelOutSerializer(serializers.Serializer):
+    """The site default: the provider and model of agents without their own (null: the demo model)."""
+
+    provider_id = serializers.CharField(allow_null=True)
+    model = serializers.CharField(allow_null=True)
+
+
+@extend_schema_serializer(many=False)  # the page itself, not a list of pages
+class ProviderPageSerializer(serializers.Serializer):
+    results = ProviderSerializer(many=True)
+    next = serializers.CharField(
+        allow_null=True, help_text="The `cursor` of the next page; null on the last."
+    )
+    active = ActiveModelOutSerializer(allow_null=True)
+
+
+class ModelErrorSerializer(serializers.Serializer):
+    code = serializers.CharField(
+        help_text="unreachable, not_a_model_list, auth_failed, address_refused or secret_unreadable"
+    )
+    message = serializers.CharField()
+
+
+class ProviderTestSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    models = serializers.ListField(
+        child=serializers.CharField(), help_text="The endpoint's model ids, sorted."
+    )
+    error = ModelErrorSerializer(required=False)
+
+
+class ToolItemSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    enabled = serializers.BooleanField()
+    risk = serializers.ChoiceField(choices=["safe", "dangerous"])
+    parameters = serializers.DictField(help_text="The tool's JSON Schema of its arguments.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -11,6 +12,9 @@ from django.db import connection, transaction
 from agents.endpoints import provider_policy
 from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
 from agentsite.db import table
+
+if TYPE_CHECKING:
+    from agents.tools.base import Tool
 
 logger = logging.getLogger(__name__)
 
@@ -122,23 +126,25 @@ def default_agent_ensure() -> Agent:
 
 
 def tool_items_for(*, agent: Agent) -> list[dict[str, object]]:
-    """`GET /agents/{name}/tools`: every registered tool with this agent's switch."""
+    """`GET /agents/{name}/tools`: every tool of the agent (registered ones and those of its MCP servers)
+    with this agent's switch."""
     from agents.models import ToolSetting
     from agents.tools import registry
 
     switches = dict(ToolSetting.objects.filter(agent=agent).values_list("tool", "enabled"))
     return [
-        tool_item(tool=tool, enabled=switches.get(tool.name, tool.default_enabled)) for tool in registry.all()
+        tool_item(tool=tool, enabled=switches.get(tool.name, tool.default_enabled))
+        for tool in registry.for_agent(agent.name).tools
     ]
 
 
-def tool_item(*, tool: object, enabled: bool) -> dict[str, object]:
+def tool_item(*, tool: Tool, enabled: bool) -> dict[str, object]:
     return {
-        "name": tool.name,  # type: ignore[attr-defined]
-        "description": tool.description,  # type: ignore[attr-defined]
+        "name": tool.name,
+        "description": tool.description,
         "enabled": enabled,
-        "risk": tool.risk,  # type: ignore[attr-defined]
-        "parameters": tool.parameters(),  # type: ignore[attr-defined]
+        "risk": tool.risk,
+        "parameters": tool.parameters(),
     }
 
 
@@ -148,7 +154,7 @@ def tool_set_enabled(*, agent: Agent, tool_name: str, enabled: bool | None) -> d
     from agents.models import ToolSetting
     from agents.tools import registry
 
-    tool = registry.get(tool_name)
+    tool = registry.lookup(tool_name, agent_name=agent.name)
     if tool is None:
         raise LookupError(tool_name)
     setting = ToolSetting.objects.select_for_update().filter(agent=agent, tool=tool_name).first()

@@ -33,6 +33,7 @@ from agents.llm import ModelClient, ModelError, ToolCall
 from agents.recording import StepText, TurnRecorder
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry, preview_for
+from agentsite.audit.actions import APPROVAL_DECIDE
 from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
@@ -75,9 +76,12 @@ class AgentTurn:
         confirmation_timeout: float = 300.0,
         recorder: TurnRecorder | None = None,
         specs: list[dict[str, Any]] | None = None,
+        disabled_tools: frozenset[str] = frozenset(),
     ) -> None:
         """`specs`: the tools' OpenAI specs when the caller has them built already (they are the same for
-        every turn of an agent; building them costs more than the rest of a turn's setup)."""
+        every turn of an agent; building them costs more than the rest of a turn's setup).
+        `disabled_tools`: the agent's tools that are switched off, besides registered ones (a call of one
+        is told so, not "unknown")."""
         self.client = client
         self.model = model
         self.provider_name = provider_name
@@ -88,6 +92,7 @@ class AgentTurn:
         self._tools = ToolRegistry()
         for tool in tools:
             self._tools.register(tool)
+        self._disabled = disabled_tools
         self._specs = specs if specs is not None else [tool.openai_spec() for tool in self._tools.all()]
         self._messages = _initial_messages(system_prompt, history, request.content)
         self._context = replace(
@@ -223,6 +228,14 @@ class AgentTurn:
         finally:
             if not future.done():  # the task was cancelled some other way than aclose()
                 self._settle(confirmation_id, ConfirmationOutcome(approved=False, by="cancel"))
+            # Every answer is in the audit trail, also when the turn is cancelled meanwhile (shielded).
+            await asyncio.shield(self.audit_decision(data, future.result()))
+
+    async def audit_decision(self, asked: dict[str, Any], outcome: ConfirmationOutcome) -> None:
+        """Every approval decision goes to the audit trail (agents/approvals.py `decision_entry`)."""
+        if self._context.audit is not None:
+            summary, details = approvals.decision_entry(asked, outcome, self.request.approval_mode)
+            await self._context.audit(APPROVAL_DECIDE, summary=summary, details=details)
 
     def _settle(self, confirmation_id: str, outcome: ConfirmationOutcome) -> None:
         future = self._confirmations.pop(confirmation_id)
@@ -359,7 +372,8 @@ class AgentTurn:
 
     async def _execute(self, call: ToolCall) -> tuple[str, bool]:
         """Validate, apply the approval policy, run. Returns (output, is_error)."""
-        if self._tools.get(call.name) is None and default_registry.get(call.name) is not None:
+        known = call.name in self._disabled or default_registry.get(call.name) is not None
+        if self._tools.get(call.name) is None and known:
             return (
                 f"Tool '{call.name}' is disabled for this agent. Use another tool or answer without it.",
                 True,
@@ -369,6 +383,10 @@ class AgentTurn:
         except ToolError as exc:
             return str(exc), True
         verdict = approvals.evaluate(tool, params, self.request.approval_mode)
+        if verdict.decision != "ask" and tool.risk_for(params) == "dangerous":  # by policy: audited too
+            asked = dict(kind="tool", tool=tool.name, command=tool.describe(params), reason=verdict.reason)
+            outcome = ConfirmationOutcome(approved=verdict.decision == "allow", by="policy")
+            await self.audit_decision({**asked, "arguments": _shown_arguments(call)}, outcome)
         if verdict.decision == "refuse":
             return verdict.reason, True
         if verdict.decision == "ask":

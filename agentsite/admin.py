@@ -4,13 +4,14 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from agentsite.audit import admin as audit_admin  # noqa: F401  (registers the audit trail's admin)
 from agentsite.models import ApiKey
 from agentsite.services import api_key_revoke
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "name", "user", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "name", "user", "created_at", "expires_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]
     search_fields = ["name", "prefix", "user__username"]
     raw_id_fields = ["user"]

@@ -14,7 +14,10 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from agentsite.services import api_key_authenticate, local_user
+from agentsite.credentials import Credential
+from agentsite.errors import RateLimited
+from agentsite.ratelimit import FAILED_KEYS_REASON, key_authenticate, request_address
+from agentsite.services import local_user
 
 
 def bearer_key(request: Request) -> str | None:
@@ -33,15 +36,32 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
+        bearer = scheme.lower() == "bearer" and bool(value.strip())
+        # A malformed header counts as a wrong key too (docs/protocol.md §6.2): guessing is guessing.
+        attempt = key_authenticate(value.strip() if bearer else "", address=request_address(request))
+        if attempt.retry_after:
+            raise RateLimited(FAILED_KEYS_REASON, attempt.retry_after)
+        if not bearer:
             raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api_key>'.")
-        user = api_key_authenticate(value.strip())
-        if user is None:
-            raise exceptions.AuthenticationFailed("Invalid or revoked api_key.")
-        return user, value.strip()
+        if attempt.user is None:
+            raise exceptions.AuthenticationFailed("Invalid, revoked or expired api_key.")
+        return attempt.user, value.strip()
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
+
+
+def authenticated_by_key(request: Request) -> bool:
+    return isinstance(request.successful_authenticator, ApiKeyAuthentication)
+
+
+def request_credential(request: Request) -> Credential:
+    """What an authenticated request authenticated with (a stream that outlives it follows it)."""
+    if authenticated_by_key(request):
+        return Credential.of_key(request.user.pk, request.auth)
+    if isinstance(request.successful_authenticator, CsrfSessionAuthentication):
+        return Credential(request.user.pk, session_key=request.session.session_key)
+    return Credential(request.user.pk)  # open mode's built-in user
 
 
 class CsrfSessionAuthentication(authentication.SessionAuthentication):

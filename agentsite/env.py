@@ -7,9 +7,12 @@ deployment should stop the server at start-up, not change its behaviour quietly.
 from __future__ import annotations
 
 import base64
+import ipaddress
 import math
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -105,3 +108,76 @@ def env_fernet_keys(name: str, *, environ: Mapping[str, str] = os.environ) -> li
                 "print(Fernet.generate_key().decode())'"
             )
     return keys
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most `count` events per `seconds` (AGENTSITE_RATE_*: "1200/min", "30/min", "5/15min")."""
+
+    count: int
+    seconds: int
+
+    def __str__(self) -> str:
+        return f"{self.count}/{self.seconds}s"
+
+
+_RATE_UNITS = {
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*$")
+_RATE_OFF = {"off", "none", "0"}
+
+
+def parse_rate(text: str) -> Rate | None:
+    """`N/PERIOD` (PERIOD: an optional number and a unit, s/min/h/day) → Rate; "off" (or "none", "0")
+    → None, no limit. Raises ValueError for anything else."""
+    value = text.strip().lower()
+    if value in _RATE_OFF:
+        return None
+    match = _RATE.match(value)
+    if match is None or match.group(3) not in _RATE_UNITS:
+        raise ValueError(f"{text!r} is not a rate")
+    count, multiple, unit = int(match.group(1)), int(match.group(2) or 1), match.group(3)
+    if count < 1 or multiple < 1:
+        raise ValueError(f"{text!r} is not a rate")
+    return Rate(count=count, seconds=multiple * _RATE_UNITS[unit])
+
+
+def env_rate(name: str, default: str, *, environ: Mapping[str, str] = os.environ) -> str:
+    """A rate setting (`parse_rate`), checked at start-up and kept as written (it is parsed where used,
+    so tests may change it with `override_settings`)."""
+    raw = environ.get(name)
+    value = default if raw is None or not raw.strip() else raw.strip()
+    try:
+        parse_rate(value)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a rate: write N/PERIOD, e.g. 1200/min, 30/min, 5/15min, 100/h or 'off'."
+        ) from None
+    return value
+
+
+def env_networks(
+    name: str, *, environ: Mapping[str, str] = os.environ
+) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """A comma-separated list of IP addresses or networks (CIDR), e.g. `127.0.0.1,10.0.0.0/8`."""
+    networks = []
+    for item in env_list(name, [], environ=environ):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or network.") from None
+    return networks

@@ -6,6 +6,7 @@ code; DRF's own errors (validation, authentication, parsing) are reshaped to the
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -13,7 +14,6 @@ from django.db import InterfaceError, OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from agentsite.exceptions import DomainError, ServiceUnavailable
 
@@ -38,14 +38,48 @@ def json_error(status_code: int, code: str, message: str) -> JsonResponse:
     return JsonResponse(error_body(code, message), status=status_code)
 
 
-def _flatten(detail: Any) -> Any:
+def wait_text(seconds: int) -> str:
+    """How long to wait, rounded up: "45 seconds", "1 minute", "15 minutes"."""
+    if seconds < 90:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = math.ceil(seconds / 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+
+
+def rate_limited_message(reason: str, retry_after: int) -> str:
+    return f"{reason} Try again in {wait_text(retry_after)}."
+
+
+def rate_limited_response(reason: str, retry_after: int) -> JsonResponse:
+    """429 `rate_limited` with Retry-After, for edges outside DRF (middleware)."""
+    response = json_error(429, "rate_limited", rate_limited_message(reason, retry_after))
+    response["Retry-After"] = str(retry_after)
+    return response
+
+
+class RateLimited(exceptions.Throttled):
+    """429 `rate_limited` with Retry-After and a reason of our own (DRF's Throttled words its own)."""
+
+    def __init__(self, reason: str, retry_after: int):
+        exceptions.APIException.__init__(self, rate_limited_message(reason, retry_after))
+        self.wait = retry_after
+
+
+def _fields(detail: Any, path: str = "") -> dict[str, list[str]]:
+    """DRF's validation detail as the contract's `fields`: each problem under its field's name, a nested one
+    under its dotted path (`allowed_models.0`, `env.HOME`), as pydantic-validated bodies name them too."""
     if isinstance(detail, dict):
-        return {key: _flatten(value) for key, value in detail.items()}
-    if isinstance(detail, list):
-        if all(not isinstance(item, (dict, list)) for item in detail):
-            return [str(item) for item in detail]
-        return [_flatten(item) for item in detail]
-    return [str(detail)]
+        found: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            found.update(_fields(value, f"{path}.{key}" if path else str(key)))
+        return found
+    if isinstance(detail, list) and any(isinstance(item, (dict, list)) for item in detail):
+        found = {}
+        for index, item in enumerate(detail):  # a list of nested objects: {} for each valid one
+            found.update(_fields(item, f"{path}.{index}" if path else str(index)))
+        return found
+    problems = detail if isinstance(detail, list) else [detail]
+    return {path or "non_field_errors": [str(problem) for problem in problems]}
 
 
 _CODES = {
@@ -60,6 +94,9 @@ _CODES = {
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    # Imported here: DRF's views module loads the authentication classes, which import this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     if isinstance(exc, RequestDataTooBig):
         return Response(
             error_body("too_large", "The request body is larger than the server accepts."),
@@ -78,18 +115,26 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        detail = exc.detail
-        fields = _flatten(detail) if isinstance(detail, dict) else {"non_field_errors": _flatten(detail)}
-        first = next(iter(fields.items()), None)
+        fields = _fields(exc.detail)
+        first = next(((name, problems) for name, problems in fields.items() if problems), None)
         message = "Invalid input."
         if first is not None:
             name, problems = first
-            if isinstance(problems, list) and problems and isinstance(problems[0], str):
-                message = f"{name}: {problems[0]}" if name != "non_field_errors" else problems[0]
+            message = f"{name}: {problems[0]}" if name != "non_field_errors" else problems[0]
         response.data = error_body("invalid", message, fields)
         return response
     if isinstance(exc, exceptions.ParseError):
         response.data = error_body("invalid_json", f"The request body is not valid JSON: {exc.detail}")
+        return response
+    if isinstance(exc, exceptions.Throttled):  # a DRF throttle (agentsite/ratelimit.py) or RateLimited
+        wait = max(1, math.ceil(exc.wait or 1))
+        message = (
+            str(exc.detail)
+            if isinstance(exc, RateLimited)
+            else rate_limited_message("Too many requests for this account.", wait)
+        )
+        response.data = error_body("rate_limited", message)
+        response["Retry-After"] = str(wait)
         return response
     code = _CODES.get(response.status_code, "error")
     detail = getattr(exc, "detail", None)

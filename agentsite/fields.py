@@ -1,7 +1,9 @@
-"""Serializer fields that refuse type coercion (docs/protocol.md: `"steer": "yes"` is an error, not True)."""
+"""Serializer fields that refuse type coercion (docs/protocol.md: `"steer": "yes"` is an error, not True),
+and the one reading of a true/false query parameter."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rest_framework import serializers
@@ -17,25 +19,48 @@ class StrictBooleanField(serializers.BooleanField):
         raise AssertionError("unreachable: Field.fail always raises")
 
 
+def _a_string(field: serializers.CharField, data: object) -> str:
+    """`data` as the strict text fields take it: a JSON string, at most `max_length` characters as sent.
+    DRF counts them after trimming the whitespace around it, so "\r" + 100 characters passed a limit of 100
+    that the OpenAPI document states (found by schemathesis)."""
+    if not isinstance(data, str):
+        raise serializers.ValidationError("Must be a string.")
+    if field.max_length is not None and len(data) > field.max_length:
+        field.fail("max_length", max_length=field.max_length)
+    return data
+
+
 class StrictCharField(serializers.CharField):
     def to_internal_value(self, data: object) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)
+        return super().to_internal_value(_a_string(self, data))
 
 
 class StrictRegexField(serializers.RegexField):
+    """A name or an id, matched whole and as sent. DRF trims it first (so "\rg" passed as the name "g") and
+    searches the pattern, whose `$` also matches before a final newline (so "local\n" became an id, and a
+    session id that no lookup finds again)."""
+
+    def __init__(self, regex: str, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(regex, **kwargs)
+        self.whole = re.compile(regex)
+
     def to_internal_value(self, data: object) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)
+        value = super().to_internal_value(_a_string(self, data))
+        if not self.whole.fullmatch(value):
+            self.fail("invalid")
+        return value
 
 
 class StrictURLField(serializers.URLField):
+    """A URL as sent: whitespace around it is not part of a URL."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
     def to_internal_value(self, data: object) -> str:
-        if not isinstance(data, str):
-            raise serializers.ValidationError("Must be a string.")
-        return super().to_internal_value(data)
+        return super().to_internal_value(_a_string(self, data))
 
 
 class StrictIntegerField(serializers.IntegerField):
@@ -52,3 +77,41 @@ class StrictChoiceField(serializers.ChoiceField):
         if not isinstance(data, str):
             raise serializers.ValidationError("Must be a string.")
         return super().to_internal_value(data)
+
+
+class StrictDateTimeField(serializers.DateTimeField):
+    """Only ISO 8601 strings (a time without an offset is UTC): numbers are refused, not read as epochs."""
+
+    def to_internal_value(self, data: object) -> Any:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be an ISO 8601 date and time (a string).")
+        return super().to_internal_value(data)
+
+
+class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A related row's id as a JSON string (or null where allowed): DRF takes `""` for null and looks up
+    `5` as `"5"`; neither is an id."""
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        if data == "":
+            raise serializers.ValidationError("Must be an id, or null.")
+        return super().run_validation(data)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            raise serializers.ValidationError("Must be a string.")
+        return super().to_internal_value(data)
+
+
+FLAG_TRUE, FLAG_FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def query_flag(raw: str | None, name: str) -> bool:
+    """A true/false query parameter (`?archived=`, `?unread_only=`, `?hide=`): `true|false|1|0|yes|no` in any
+    case; absent or empty is false; anything else is 400 `invalid`."""
+    from agentsite.errors import ApiError
+
+    value = (raw or "").strip().lower()
+    if value in FLAG_TRUE or value in FLAG_FALSE or value == "":
+        return value in FLAG_TRUE
+    raise ApiError(400, "invalid", f"{name} must be true or false.", fields={name: ["must be true or false"]})

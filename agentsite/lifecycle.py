@@ -30,7 +30,7 @@ class ServerProcess:
 
     def prepare(self) -> None:
         """The synchronous part (call it outside an event loop, or through sync_to_async)."""
-        from acp.process import sweep_orphans
+        from agents.sandbox.children import sweep_orphans
         from agents.sandbox.site import get_sandbox
         from agents.services import provider_register_from_env
 
@@ -38,7 +38,7 @@ class ServerProcess:
         get_sandbox()
         orphans = sweep_orphans(settings.DATA_DIR / "runners")
         if orphans:
-            logger.info("ended %d ACP runner(s) left by a server that was killed", len(orphans))
+            logger.info("ended %d runner(s) or MCP server(s) left by a server that was killed", len(orphans))
 
     async def start(self, *, scheduler: bool = True) -> None:
         """The live sessions, the recovery of interrupted turns and (`scheduler`) the embedded scheduler."""

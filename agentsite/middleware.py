@@ -1,5 +1,5 @@
-"""Refuse oversized request bodies up front with 413, and answer 503 when the database does not answer
-(instead of a 500 page), in the API's error shape under /api/."""
+"""Refuse oversized request bodies up front with 413, answer 503 when the database does not answer
+(instead of a 500 page), in the API's error shape under /api/; the Permissions-Policy header."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
 
 from agentsite.errors import json_error
 
@@ -67,3 +68,13 @@ class DatabaseUnavailableMiddleware:
         if request.path.startswith("/api/"):
             return json_error(503, "unavailable", message)
         return HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+
+
+class PermissionsPolicyMiddleware(MiddlewareMixin):
+    """`Permissions-Policy: AGENTSITE_PERMISSIONS_POLICY` on every response (docs/protocol.md §6.5): no
+    page of ours uses the camera, the microphone, the location and the like, so none may."""
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        if settings.AGENTSITE_PERMISSIONS_POLICY:
+            response.headers.setdefault("Permissions-Policy", settings.AGENTSITE_PERMISSIONS_POLICY)
+        return response

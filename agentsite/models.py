@@ -1,20 +1,36 @@
-"""API keys: one user may hold several; only a hash of the secret is stored."""
+"""API keys: one user may hold several; only a hash of the secret is stored. (And, from agentsite/audit/,
+the audit trail's model, so that Django finds it with this app's models.)"""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import secrets
-from typing import TypedDict
+from typing import Literal, TypedDict
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from agentsite.audit.models import AuditEntry  # noqa: F401  (the audit trail's model, kept with its package)
 from agentsite.isotime import iso
 
 KEY_PREFIX = "ask_"
 KEY_BODY_LENGTH = 40
 DISPLAY_PREFIX_LENGTH = len(KEY_PREFIX) + 8
+
+
+MAX_ROW_ID = 2**63 - 1  # the largest integer primary key a database column holds
+
+
+def integer_pk(raw: str) -> int | None:
+    """An integer primary key written in a URL or query (`"42"`), or None when `raw` cannot be one: not ASCII
+    digits (`"²"` is a digit to str.isdigit, not to int) or past what the column holds. Such an id names
+    no row: callers answer 404, never 500."""
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    value = int(raw)
+    return value if value <= MAX_ROW_ID else None
 
 
 def generate_key() -> str:
@@ -30,11 +46,28 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+KeyRefusal = Literal["revoked", "expired"]
+
+
+def key_refusal(
+    *, revoked_at: dt.datetime | None, expires_at: dt.datetime | None, now: dt.datetime
+) -> KeyRefusal | None:
+    """Why a key no longer authenticates (None: it does), whatever its user's state: the one rule, for
+    requests, socket handshakes and the open sockets' checks (agentsite/credentials.py)."""
+    if revoked_at is not None:
+        return "revoked"
+    if expires_at is not None and expires_at <= now:
+        return "expired"
+    return None
+
+
 class ApiKeyDict(TypedDict):
     id: str
     name: str
     prefix: str
     created_at: str
+    expires_at: str | None
+    expired: bool
     last_used_at: str | None
     revoked: bool
 
@@ -45,6 +78,7 @@ class ApiKey(models.Model):
     prefix = models.CharField(max_length=DISPLAY_PREFIX_LENGTH, db_index=True)
     key_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
@@ -59,12 +93,21 @@ class ApiKey(models.Model):
     def revoked(self) -> bool:
         return self.revoked_at is not None
 
+    def refusal(self, now: dt.datetime | None = None) -> KeyRefusal | None:
+        return key_refusal(revoked_at=self.revoked_at, expires_at=self.expires_at, now=now or timezone.now())
+
+    @property
+    def expired(self) -> bool:
+        return self.refusal() == "expired"
+
     def to_dict(self) -> ApiKeyDict:
         return {
             "id": str(self.pk),
             "name": self.name,
             "prefix": self.prefix,
             "created_at": iso(self.created_at),
+            "expires_at": iso(self.expires_at),
+            "expired": self.expired,
             "last_used_at": iso(self.last_used_at),
             "revoked": self.revoked,
         }

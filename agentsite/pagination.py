@@ -51,5 +51,25 @@ class CursorPage(CursorPagination):
         return {
             "type": "object",
             "required": ["results", "next"],
-            "properties": {"results": schema, "next": {"type": "string", "nullable": True}},
+            "properties": {"results": schema, "next": {"type": ["string", "null"]}},
         }
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """`limit` and `cursor` as the OpenAPI document names them (agentsite/openapi.py PAGE_PARAMETERS)."""
+        return [
+            {
+                "name": self.page_size_query_param,
+                "in": "query",
+                "required": False,
+                "description": f"Items per page, 1-{self.max_page_size} (default {self.page_size}); "
+                "anything else is 400 `invalid`.",
+                "schema": {"type": "integer", "minimum": 1, "maximum": self.max_page_size},
+            },
+            {
+                "name": self.cursor_query_param,
+                "in": "query",
+                "required": False,
+                "description": "The `next` of the previous page; one that does not decode is 400 `invalid`.",
+                "schema": {"type": "string"},
+            },
+        ]

@@ -10,6 +10,9 @@ Both decrypt when a row is loaded and encrypt when it is saved, so code reads an
 Keys and what happens to a value no key opens: agentsite/encryption.py. Filtering on these columns is
 refused (FieldError) except `isnull`: tokens are random, so an `exact` lookup could never match.
 
+Write-only in responses: such values show as :data:`SECRET_MASK`, and :func:`unmasked` puts the stored
+values back where a client sent the mask (so what was read can be written back).
+
 Also here, for migrations and `manage.py rotate_secrets`: :func:`encrypt_column` / :func:`decrypt_column`
 (a data migration between a clear column and an encrypted one) and :func:`rotate_column`.
 """
@@ -17,6 +20,7 @@ Also here, for migrations and `manage.py rotate_secrets`: :func:`encrypt_column`
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +32,30 @@ from django.db.models.functions import Cast
 from agentsite.encryption import Sealed, SecretUnreadable, decrypt, encrypt, reseal, unreadable_message
 
 _ALLOWED_LOOKUPS = frozenset({"isnull"})
+SECRET_MASK = "***"  # what responses show instead of a secret value (write-only)
+MASK_HELP = f'Stored values show as "{SECRET_MASK}"; leave them so to keep them.'  # forms' help text
+
+
+class MaskWithoutValue(ValueError):
+    """A value was sent as the mask for a name that has no stored value to keep."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def unmasked(sent: Mapping[str, str], stored: Mapping[str, str]) -> dict[str, str]:
+    """`sent` with every value equal to the mask replaced by the stored value of that name (a client may
+    PUT back what it read without wiping the secrets it was never shown). MaskWithoutValue when a masked
+    name has no stored value."""
+    kept: dict[str, str] = {}
+    for key, value in sent.items():
+        if value == SECRET_MASK:
+            if key not in stored:
+                raise MaskWithoutValue(key)
+            value = stored[key]
+        kept[key] = value
+    return kept
 
 
 def _seal(value: str) -> str:

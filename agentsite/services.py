@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.db import connection, transaction
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from agentsite.db import table
+from agentsite.audit.actions import KEY_CREATE, KEY_REVOKE
+from agentsite.audit.services import audit_record
+from agentsite.exceptions import DomainError
 from agentsite.models import DISPLAY_PREFIX_LENGTH, KEY_PREFIX, ApiKey, generate_key, hash_key
 
 LOCAL_USERNAME = "local"
@@ -17,42 +20,68 @@ LOCAL_USERNAME = "local"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def api_key_create(*, user: User, name: str = "") -> tuple[ApiKey, str]:
-    """Create a key and return it with its secret, which is shown once and never stored."""
+@transaction.atomic
+def api_key_create(*, user: User, name: str = "", expires_at: datetime | None = None) -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is shown once and never stored (nor audited).
+    `expires_at` (optional) must lie in the future."""
+    if expires_at is not None and expires_at <= timezone.now():
+        raise DomainError(
+            "expires_at must be in the future.",
+            code="invalid",
+            fields={"expires_at": ["Must be in the future."]},
+        )
     secret = generate_key()
     key = ApiKey.objects.create(
-        user=user, name=name, prefix=secret[:DISPLAY_PREFIX_LENGTH], key_hash=hash_key(secret)
+        user=user,
+        name=name,
+        prefix=secret[:DISPLAY_PREFIX_LENGTH],
+        key_hash=hash_key(secret),
+        expires_at=expires_at,
     )
+    _audit_key(KEY_CREATE, key, "created")
     return key, secret
 
 
+@transaction.atomic
 def api_key_revoke(*, key: ApiKey) -> None:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        _audit_key(KEY_REVOKE, key, "revoked")
+
+
+def _audit_key(action: str, key: ApiKey, verb: str) -> None:
+    owner = key.user.get_username()
+    audit_record(
+        action,
+        object_type="api_key",
+        object_id=key.pk,
+        summary=f"API key {key.prefix}… ({key.name or 'unnamed'}) of {owner} {verb}",
+        details={
+            "owner": {"id": str(key.user_id), "username": owner},
+            "name": key.name,
+            "prefix": key.prefix,
+        },
+    )
 
 
 def api_key_authenticate(secret: str) -> User | None:
-    """The active user owning this key, or None for a wrong, revoked or disabled key."""
+    """The active user owning this key, or None for a wrong, revoked or expired key or a disabled user.
+
+    Marks the key used (`last_used_at`) at most once a minute: reads stay reads. The UPDATE's condition
+    keeps it to one write a minute when several requests or processes find it stale at once."""
     if not secret.startswith(KEY_PREFIX):
         return None
     key = ApiKey.objects.select_related("user").filter(key_hash=hash_key(secret)).first()
-    if key is None or key.revoked_at is not None or not key.user.is_active:
-        return None
     now = timezone.now()
-    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
-    return key.user
-
-
-def api_key_is_active(secret: str) -> bool:
-    """Whether the key is still valid. SQL, not the ORM (agentsite/db.py): sockets ask on every frame."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT 1 FROM {table(ApiKey)} WHERE key_hash = %s AND revoked_at IS NULL LIMIT 1",
-            [hash_key(secret)],
+    if key is None or key.refusal(now) is not None or not key.user.is_active:
+        return None
+    stale = now - LAST_USED_RESOLUTION
+    if key.last_used_at is None or key.last_used_at < stale:
+        ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale), pk=key.pk).update(
+            last_used_at=now
         )
-        return cursor.fetchone() is not None
+    return key.user
 
 
 def local_user() -> User:

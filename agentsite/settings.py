@@ -6,6 +6,7 @@ layer). DATABASE_URL / REDIS_URL switch to Postgres / channels-redis for the sca
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Mapping
@@ -13,9 +14,21 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from agentsite.datadir import private_data_dir
-from agentsite.env import env_bool, env_choice, env_fernet_keys, env_float, env_int, env_list, env_str
+from agentsite.env import (
+    env_bool,
+    env_choice,
+    env_fernet_keys,
+    env_float,
+    env_int,
+    env_list,
+    env_networks,
+    env_rate,
+    env_str,
+    parse_rate,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -82,16 +95,22 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served by the app itself, no CDN
     "channels",
+    "axes",  # login lockout (agentsite/lockout.py)
     "agentsite",
     "agents",
     "chat",
     "acp",
+    "mcpservers",
     "cron",
     "portal",
 ]
 
 MIDDLEWARE = [
+    # Headers of every response, static files included (docs/protocol.md §6.5).
     "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "agentsite.middleware.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "agentsite.middleware.BodySizeLimitMiddleware",
     "agentsite.middleware.DatabaseUnavailableMiddleware",
@@ -99,8 +118,11 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "agentsite.audit.context.AuditContextMiddleware",
+    "agentsite.ratelimit.AnonymousRateLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # In place of axes.middleware.AxesMiddleware (agentsite/lockout.py says why; check axes.W002 silenced).
+    "agentsite.lockout.LoginLockoutMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -113,6 +135,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
@@ -183,6 +206,62 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Rate limits are counted in the cache (agentsite/ratelimit.py): in Redis when REDIS_URL is set, so that
+# they hold across processes. The key prefix keeps apart deployments (and test servers) that
+# share one Redis database: it names this deployment's database unless AGENTSITE_CACHE_PREFIX does.
+_DB = DATABASES["default"]
+CACHE_PREFIX = (
+    env_str("AGENTSITE_CACHE_PREFIX")
+    or "agentsite-"
+    + hashlib.sha256(
+        f"{_DB.get('ENGINE')}|{_DB.get('HOST', '')}|{_DB.get('PORT', '')}|{_DB.get('NAME')}".encode()
+    ).hexdigest()[:12]
+)
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": CACHE_PREFIX,
+            # A Redis that does not answer must not hold requests up: limits are then not counted.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "agentsite",
+            "KEY_PREFIX": CACHE_PREFIX,
+        }
+    }
+
+# Rate limits (docs/protocol.md §6.2): N/PERIOD (s, min, h, day; "5/15min"), or "off".
+AGENTSITE_RATE_USER = env_rate("AGENTSITE_RATE_USER", "1200/min")
+AGENTSITE_RATE_ANON = env_rate("AGENTSITE_RATE_ANON", "120/min")
+AGENTSITE_RATE_FAILED_KEYS = env_rate("AGENTSITE_RATE_FAILED_KEYS", "30/min")
+AGENTSITE_RATE_LOGIN = env_rate("AGENTSITE_RATE_LOGIN", "5/15min")
+# Proxies whose X-Forwarded-For names the client (addresses or CIDR networks); none: the peer is the client.
+AGENTSITE_TRUSTED_PROXIES = env_networks("AGENTSITE_TRUSTED_PROXIES")
+
+# Login lockout with django-axes (agentsite/lockout.py): failures per username or per address, kept in
+# the database (every process sees them), counted from AGENTSITE_RATE_LOGIN.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = parse_rate(AGENTSITE_RATE_LOGIN) is not None
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = "agentsite.lockout.failure_limit"
+AXES_COOLOFF_TIME = "agentsite.lockout.cool_off"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_CLIENT_IP_CALLABLE = "agentsite.lockout.client_ip"
+AXES_RESET_ON_SUCCESS = True
+# Attempts while locked are refused without being counted: the lock ends when the window passes.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_DISABLE_ACCESS_LOG = True  # successful logins are not axes' business (and would grow a table)
+AXES_VERBOSE = False
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -233,6 +312,10 @@ AGENTSITE_SANDBOX_CPU_SECONDS = env_int("AGENTSITE_SANDBOX_CPU_SECONDS", 600, mi
 AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 8192, minimum=0)
 AGENTSITE_SANDBOX_PROCESSES = env_int("AGENTSITE_SANDBOX_PROCESSES", 256, minimum=0)
 AGENTSITE_SANDBOX_FILE_SIZE_MB = env_int("AGENTSITE_SANDBOX_FILE_SIZE_MB", 1024, minimum=0)
+# MCP servers (mcpservers/): a chat session's connection to a server closes after this long without a call.
+AGENTSITE_MCP_IDLE_SECONDS = env_float("AGENTSITE_MCP_IDLE_SECONDS", 600.0, minimum=0.1)
+# ... and may take this long (or its own timeout_seconds, when longer) to start and list its tools.
+AGENTSITE_MCP_START_SECONDS = env_float("AGENTSITE_MCP_START_SECONDS", 60.0, minimum=0.1)
 # The OS user sandboxes run as; a root server runs them as nobody (process limits do not hold for root).
 AGENTSITE_SANDBOX_UID = env_int(
     "AGENTSITE_SANDBOX_UID", 65534 if os.geteuid() == 0 else os.geteuid(), minimum=0
@@ -243,11 +326,17 @@ AGENTSITE_SECRETS_KEYS = env_fernet_keys("AGENTSITE_SECRETS_KEY")
 # Provider URLs (agentsite/outbound.py): link-local and metadata addresses are always refused; this also
 # refuses loopback and private ranges.
 AGENTSITE_PROVIDER_DENY_PRIVATE = env_bool("AGENTSITE_PROVIDER_DENY_PRIVATE", False)
+# The audit trail (docs/protocol.md §6.4, agentsite/audit/): entries older than this many days are deleted by
+# the scheduler once an hour; 0 keeps them for ever.
+AGENTSITE_AUDIT_RETENTION_DAYS = env_int("AGENTSITE_AUDIT_RETENTION_DAYS", 90, minimum=0)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")
 
 REST_FRAMEWORK = {
+    # Per user (AGENTSITE_RATE_USER); per address for requests without credentials, AGENTSITE_RATE_ANON,
+    # in agentsite.ratelimit.AnonymousRateLimitMiddleware.
+    "DEFAULT_THROTTLE_CLASSES": ["agentsite.ratelimit.UserRateThrottle"],
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "agentsite.authentication.ApiKeyAuthentication",
         "agentsite.authentication.CsrfSessionAuthentication",
@@ -259,21 +348,30 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "agentsite.pagination.CursorPage",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "agentsite.errors.exception_handler",
+    "DEFAULT_METADATA_CLASS": "agentsite.metadata.Metadata",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "agentsite API",
-    "DESCRIPTION": "REST API of agentsite. The WebSocket protocol is described in docs/protocol.md.",
+    # The description (with the WebSocket protocol) is written by agentsite.openapi.describe_api.
     "VERSION": "1",
+    # 3.1: JSON Schema proper (`"type": ["string", "null"]`), as the pydantic models of bodies write it.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Separate request and response components where they differ (write-only `api_key`, read-only times).
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "agentsite.openapi.add_common_responses",
+        "agentsite.openapi.describe_api",
+    ],
+    # Choice sets that several components share (a session's status: Session and SessionDetail).
+    "ENUM_NAME_OVERRIDES": {"SessionStatusEnum": "chat.models.Session.Status"},
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # drf-spectacular would turn every view that lacks a schema annotation into a `check --deploy` warning;
-    # an incomplete API description is not a deployment problem. Annotate the APIViews, then re-enable.
-    "ENABLE_DJANGO_DEPLOY_CHECK": False,
     # Open mode is a development switch, not something API clients should see in the document.
     "AUTHENTICATION_WHITELIST": [
         "agentsite.authentication.ApiKeyAuthentication",
@@ -281,6 +379,31 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
+# /api/v1/docs/ and /api/v1/schema/ for logged-in users and API keys only, unless this is true.
+AGENTSITE_PUBLIC_API_DOCS = env_bool("AGENTSITE_PUBLIC_API_DOCS", False)
+
+# Browser hardening (docs/protocol.md §6.5). No inline script anywhere: scripts come from static/js (a
+# script that must be inline carries the request's nonce, {{ csp_nonce }}); styles from static/css.
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF, "data:"],
+    "font-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Device features no page of ours uses. (The clipboard stays: the chat copies answers, and reading it
+# asks the user anyway.)
+AGENTSITE_PERMISSIONS_POLICY = (
+    "accelerometer=(), camera=(), display-capture=(), geolocation=(), gyroscope=(), "
+    "hid=(), magnetometer=(), microphone=(), midi=(), payment=(), serial=(), usb=(), "
+    "xr-spatial-tracking=()"
+)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -296,7 +419,9 @@ if not DEBUG:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SILENCED_SYSTEM_CHECKS = env_list("AGENTSITE_SILENCED_CHECKS", [])
+
+# axes.W002 asks for axes' middleware, which agentsite.lockout.LoginLockoutMiddleware replaces.
+SILENCED_SYSTEM_CHECKS = ["axes.W002", *env_list("AGENTSITE_SILENCED_CHECKS", [])]
 
 LOGGING = {
     "version": 1,
@@ -304,5 +429,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},  # failed logins and lockouts; not every successful one
+    },
 }

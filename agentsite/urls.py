@@ -2,19 +2,20 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from acp import api as acp_api
 from agents import api as agents_api
 from agentsite import api as site_api
 from agentsite import views as site_views
+from agentsite.audit import api as audit_api
 from chat import api as chat_api
 from chat import files_api, usage_api
+from mcpservers import api as mcp_api
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
-    path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    path("schema/", site_api.SchemaApi.as_view(), name="schema"),
+    path("docs/", site_api.DocsApi.as_view(), name="docs"),
     path("auth/keys", site_api.KeyListCreateApi.as_view(), name="keys"),
     path("auth/keys/<str:key_id>", site_api.KeyDetailApi.as_view(), name="key-detail"),
     path("agents", agents_api.AgentListApi.as_view(), name="agents"),
@@ -29,6 +30,17 @@ api_v1 = [
     path("agents/<str:name>/config/acp", acp_api.AgentRunnerListApi.as_view(), name="agent-acp-runners"),
     path(
         "agents/<str:name>/config/acp/<str:runner>", acp_api.AgentRunnerApi.as_view(), name="agent-acp-runner"
+    ),
+    path("agents/<str:name>/config/mcp", mcp_api.AgentMcpServerListApi.as_view(), name="agent-mcp-servers"),
+    path(
+        "agents/<str:name>/config/mcp/<str:server>",
+        mcp_api.AgentMcpServerApi.as_view(),
+        name="agent-mcp-server",
+    ),
+    path(
+        "agents/<str:name>/config/mcp/<str:server>/test",
+        mcp_api.AgentMcpServerTestApi.as_view(),
+        name="agent-mcp-server-test",
     ),
     path("providers", agents_api.ProviderListApi.as_view(), name="providers"),
     path("providers/active", agents_api.ProviderActiveApi.as_view(), name="provider-active"),
@@ -57,6 +69,7 @@ api_v1 = [
     path("chat/sessions/<str:session_id>/files", files_api.FileListApi.as_view(), name="files"),
     path("chat/sessions/<str:session_id>/files/<path:path>", files_api.FileApi.as_view(), name="file"),
     path("usage", usage_api.UsageApi.as_view(), name="usage"),
+    path("audit", audit_api.AuditListApi.as_view(), name="audit"),
     path("", include("cron.urls")),  # cron jobs and inbox (docs/protocol.md §2)
 ]
 

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from agentsite.errors import json_error
+from agentsite.lockout import lockout_response, setup_blocked_for, setup_failed
 from agentsite.services import setup_needed, user_create_first_admin
 
 
@@ -36,17 +37,24 @@ def setup(request: HttpRequest) -> HttpResponse:
     if not setup_needed():
         return redirect("login")
     form = SetupForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            user = user_create_first_admin(
-                username=form.cleaned_data["username"],
-                password=form.cleaned_data["password"],
-                email=form.cleaned_data["email"],
+    if request.method == "POST":
+        username = request.POST.get("username", "")
+        if setup_blocked_for(request, username):  # docs/protocol.md §6.2, agentsite/lockout.py
+            return lockout_response(
+                request, username=username, template="registration/setup.html", context={"form": SetupForm()}
             )
-        except PermissionError:
-            return redirect("login")
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("portal:home")
+        if form.is_valid():
+            try:
+                user = user_create_first_admin(
+                    username=form.cleaned_data["username"],
+                    password=form.cleaned_data["password"],
+                    email=form.cleaned_data["email"],
+                )
+            except PermissionError:
+                return redirect("login")
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("portal:home")
+        setup_failed(request, username)
     return render(request, "registration/setup.html", {"form": form})
 
 

@@ -8,7 +8,7 @@ that is given is always checked: a wrong key is rejected in every mode, also AGE
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, urlsplit
 
 from channels.auth import AuthMiddlewareStack
 from channels.middleware import BaseMiddleware
@@ -16,22 +16,84 @@ from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db import InterfaceError, OperationalError
-from django.utils.http import is_same_domain
+from django.http.request import split_domain_port, validate_host
 
+from agentsite.credentials import Credential
 from agentsite.db import database_sync_to_async
+from agentsite.errors import rate_limited_message
 from agentsite.internals import SERVER_SEND
-from agentsite.services import api_key_authenticate, local_user
+from agentsite.ratelimit import FAILED_KEYS_REASON, key_authenticate, scope_address
+from agentsite.services import local_user
+
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 
-def origin_allowed(origin: str) -> bool:
-    parsed = urlparse(origin)
-    if not parsed.scheme or not parsed.hostname:
+def _origin(scheme: str, netloc: str) -> str:
+    """`scheme://host[:port]`, lower case, without the scheme's default port."""
+    host, port = split_domain_port(netloc)
+    if not host:
+        return ""
+    host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    if port and port != _DEFAULT_PORTS.get(scheme):
+        return f"{scheme}://{host}:{port}"
+    return f"{scheme}://{host}"
+
+
+def _own_origin(scope: dict[str, Any]) -> str | None:
+    """The origin a browser on this server's own pages sends: the scheme (wss: https; behind a proxy
+    SECURE_PROXY_SSL_HEADER, as Django reads it) and the Host the socket was opened to, when that
+    Host is allowed (ALLOWED_HOSTS, as Django's get_host())."""
+    host = _header(scope, b"host")
+    if settings.USE_X_FORWARDED_HOST:
+        host = _header(scope, b"x-forwarded-host") or host
+    if not host:
+        return None
+    allowed = settings.ALLOWED_HOSTS or ([".localhost", "127.0.0.1", "[::1]"] if settings.DEBUG else [])
+    domain, _ = split_domain_port(host)
+    if not domain or not validate_host(domain, allowed):
+        return None
+    secure = scope.get("scheme") in {"wss", "https"}
+    proxy_header = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy_header:
+        name, value = proxy_header
+        header = name.lower().removeprefix("http_").replace("_", "-").encode("latin-1")
+        secure = secure or _header(scope, header) == value
+    return _origin("https" if secure else "http", host)
+
+
+def origin_allowed(origin: str, scope: dict[str, Any]) -> bool:
+    """docs/protocol.md §1, §6.5: an Origin must match in scheme, host and port — this server's own
+    origin, or one of AGENTSITE_ALLOWED_ORIGINS (`https://*.example.com` allows its subdomains on that
+    scheme and port)."""
+    parsed = urlsplit(origin.strip())
+    if parsed.scheme not in _DEFAULT_PORTS or not parsed.netloc or parsed.path not in {"", "/"}:
         return False
-    if origin.rstrip("/") in settings.AGENTSITE_ALLOWED_ORIGINS:
+    wanted = _origin(parsed.scheme, parsed.netloc)
+    if not wanted:
+        return False
+    if wanted == _own_origin(scope):
         return True
-    hosts = settings.ALLOWED_HOSTS or (["localhost", "127.0.0.1", "[::1]"] if settings.DEBUG else [])
-    hostname = parsed.hostname if ":" not in parsed.hostname else f"[{parsed.hostname}]"
-    return any(pattern == "*" or is_same_domain(hostname, pattern) for pattern in hosts)
+    return any(_matches(allowed.strip(), wanted) for allowed in settings.AGENTSITE_ALLOWED_ORIGINS)
+
+
+def _matches(allowed: str, origin: str) -> bool:
+    """An entry of AGENTSITE_ALLOWED_ORIGINS against a normalised origin; `*.example.com` matches
+    example.com and its subdomains (as Django's CSRF_TRUSTED_ORIGINS do), on the same scheme and port."""
+    entry = urlsplit(allowed)
+    if not entry.scheme or not entry.netloc:
+        return False
+    if "*" not in entry.netloc:
+        return _origin(entry.scheme, entry.netloc) == origin
+    scheme, _, netloc = origin.partition("://")
+    if scheme != entry.scheme:
+        return False
+    pattern_host, _, pattern_port = entry.netloc.lower().partition(":")  # a name, never an IPv6 address
+    host, port = split_domain_port(netloc)
+    default = _DEFAULT_PORTS.get(scheme, "")
+    if (port or default) != (pattern_port or default) or not pattern_host.startswith("*."):
+        return False
+    suffix = pattern_host[1:]  # ".example.com"
+    return host == suffix[1:] or host.endswith(suffix)
 
 
 def _header(scope: dict[str, Any], name: bytes) -> str | None:
@@ -56,25 +118,30 @@ class WebSocketAuthMiddleware:
         if scope["type"] != "websocket":
             return await self.inner(scope, receive, send)
         origin = _header(scope, b"origin")
-        if origin is not None and not origin_allowed(origin):
+        if origin is not None and not origin_allowed(origin, scope):
             denier = WebsocketDenier()
             return await denier(scope, receive, send)
-        scope = {**scope, "auth_error": None, "api_key": None, SERVER_SEND: send}
+        # `credential`: what the socket authenticated with (agentsite/credentials.py closes it when that ends)
+        scope = {**scope, "auth_error": None, "credential": None, SERVER_SEND: send}
         api_keys = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
         if api_keys is None:
             return await self.cookie_stack(scope, receive, send)
         try:
-            user = await database_sync_to_async(api_key_authenticate)(api_keys[0])
+            attempt = await database_sync_to_async(key_authenticate)(
+                api_keys[0], address=scope_address(scope)
+            )
         except (OperationalError, InterfaceError):
             scope["user"] = AnonymousUser()
             scope["unavailable"] = True  # the consumer says so (close 1012) instead of dropping the handshake
             return await self.inner(scope, receive, send)
-        if user is None:
+        if attempt.user is None:
             scope["user"] = AnonymousUser()
-            scope["auth_error"] = "Invalid or revoked api_key."
+            scope["auth_error"] = "Invalid, revoked or expired api_key."
+            if attempt.retry_after:  # too many wrong keys from this address (docs/protocol.md §6.2)
+                scope["rate_limited"] = rate_limited_message(FAILED_KEYS_REASON, attempt.retry_after)
         else:
-            scope["user"] = user
-            scope["api_key"] = api_keys[0]
+            scope["user"] = attempt.user
+            scope["credential"] = Credential.of_key(attempt.user.pk, api_keys[0])
         return await self.inner(scope, receive, send)
 
 
@@ -87,10 +154,12 @@ class CookieUserMiddleware(BaseMiddleware):
         if _header(scope, b"origin") is not None and cookie_user is not None:
             authenticated = await database_sync_to_async(lambda: cookie_user.is_authenticated)()
         scope = dict(scope)
-        if authenticated:
+        if authenticated and cookie_user is not None:
             scope["user"] = cookie_user
+            scope["credential"] = Credential(cookie_user.pk, session_key=scope["session"].session_key)
         elif settings.AGENTSITE_AUTH == "open":
             scope["user"] = await database_sync_to_async(local_user)()
+            scope["credential"] = Credential(scope["user"].pk)
         else:
             scope["user"] = AnonymousUser()
             scope["auth_error"] = "Authentication required: pass ?api_key=<key> or log in."

@@ -252,13 +252,13 @@ def agentsite_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         AGENTSITE_DATA_DIR=str(data_dir),
         AGENTSITE_DEMO_DELAY=str(args.delay),
         AGENTSITE_MAX_CONCURRENT_TURNS=str(args.max_turns),
-        # One bench user runs every session: its fair share (4 turns at once), its open-chat cap (the idle
-        # phase creates 1,000) and the REST throttles would measure the limits, not the path.
+        # One bench user drives every session: no per-user share, session cap or budget.
         AGENTSITE_USER_MAX_CONCURRENT_TURNS="0",
         AGENTSITE_USER_MAX_SESSIONS="0",
-        AGENTSITE_RATE_USER="1000000000/s",
-        AGENTSITE_RATE_ANON="1000000000/s",
+        AGENTSITE_USER_DAILY_TOKENS="0",
         BENCH_DEMO_CHUNKS=str(args.chunks),
+        # One bench user creates hundreds of sessions at once: the load, not the per-user rate, is measured.
+        AGENTSITE_RATE_USER="off",
         PYTHONUNBUFFERED="1",
     )
     if args.database_url:

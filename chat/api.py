@@ -11,26 +11,42 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError
 from django.http import StreamingHttpResponse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentsite.authentication import request_credential
+from agentsite.credentials import Credential
 from agentsite.errors import ApiError
-from chat.inputs import ConfirmationReplyInput, parse, parse_message, query_flag
+from agentsite.fields import query_flag
+from agentsite.negotiation import OwnBytesNegotiation
+from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
+from agentsite.pagination import CursorPage
+from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message
 from chat.live import UNAVAILABLE, live_sessions
 from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
 from chat.models import Session
-from chat.serializers import SessionCreateSerializer, SessionUpdateSerializer
+from chat.serializers import (
+    SERVER_SENT_EVENT,
+    CancelledSerializer,
+    ConfirmationAnswerSerializer,
+    MessageAckSerializer,
+    MessageSerializer,
+    SessionClosedSerializer,
+    SessionCreateSerializer,
+    SessionDetailSerializer,
+    SessionSerializer,
+    SessionUpdateSerializer,
+)
 from chat.services import (
     message_list,
     message_submit,
-    session_close,
     session_create,
-    session_forget,
+    session_delete,
     session_get_for_user,
     session_get_open_for_user,
     session_search_for_user,
@@ -64,8 +80,35 @@ def _run(session_id: str, command: Command) -> Any:
     return call_from_sync(live_sessions().dispatch, session_id, command)
 
 
+NOT_FOUND = "not_found: no such session (another user's answers the same)"
+CLOSED = "session_closed: the session is closed and takes no new input"
+OWNER_UNAVAILABLE = (
+    "unavailable / owner_unavailable: the session's owner process cannot be reached; try again"
+)
+QUEUE_ERRORS = errors(
+    {
+        404: NOT_FOUND + "; not_found: no such pending message",
+        409: CLOSED
+        + "; no_longer_pending: the message is not pending (started, steered, removed or unknown)",
+        503: OWNER_UNAVAILABLE,
+    }
+)
+
+
+class MessagePage(CursorPage):
+    ordering = ("entered_at", "id")  # the conversation in the order the model saw it
+
+
 class SessionListApi(generics.GenericAPIView):
-    @extend_schema(operation_id="chat_sessions_list")
+    @extend_schema(
+        operation_id="chat_sessions_list",
+        parameters=[
+            OpenApiParameter("q", str, description="Only sessions whose title or a message contains it"),
+            flag_parameter("archived", "Only archived sessions (by default they are left out)"),
+            *PAGE_PARAMETERS,
+        ],
+        responses=page_of(SessionSerializer),
+    )
     def get(self, request: Request) -> Response:
         params = request.query_params
         archived = query_flag(params.get("archived"), "archived")
@@ -73,6 +116,25 @@ class SessionListApi(generics.GenericAPIView):
         page = self.paginate_queryset(sessions)
         return self.get_paginated_response([session.to_dict() for session in page])
 
+    @extend_schema(
+        operation_id="chat_sessions_create",
+        examples=[
+            OpenApiExample(
+                "A titled chat", {"agent_name": "default", "title": "Release notes"}, request_only=True
+            )
+        ],
+        request=SessionCreateSerializer,
+        responses={
+            200: SessionSerializer,
+            **errors(
+                {
+                    400: "invalid; limit_reached: AGENTSITE_USER_MAX_SESSIONS open sessions already",
+                    404: "not_found: no such agent",
+                    409: "session_exists: the session id is in use",
+                }
+            ),
+        },
+    )
     def post(self, request: Request) -> Response:
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -81,33 +143,84 @@ class SessionListApi(generics.GenericAPIView):
 
 
 class SessionDetailApi(APIView):
+    @extend_schema(
+        operation_id="chat_sessions_retrieve",
+        responses={200: SessionDetailSerializer, **errors({404: NOT_FOUND, 503: OWNER_UNAVAILABLE})},
+    )
     def get(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
         return Response({**session.to_dict(), "snapshot": _snapshot(session)})
 
+    @extend_schema(
+        operation_id="chat_sessions_update",
+        examples=[
+            OpenApiExample(
+                "Rename and archive", {"title": "Release notes, v2", "archived": True}, request_only=True
+            )
+        ],
+        request=SessionUpdateSerializer,
+        responses={200: SessionSerializer, **errors({404: NOT_FOUND})},
+    )
     def patch(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
         data = SessionUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         return Response(session_update(session=session, **data.validated_data).to_dict())
 
+    @extend_schema(
+        operation_id="chat_sessions_close",
+        parameters=[flag_parameter("hide", "Also remove it from every list (it stays readable by id)")],
+        responses={200: SessionClosedSerializer, **errors({404: NOT_FOUND, 503: OWNER_UNAVAILABLE})},
+    )
     def delete(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
         hide = query_flag(request.query_params.get("hide"), "hide")
         if session.is_open:
             call_from_sync(live_sessions().close, session.id)
-            session_close(session=session)
-        if hide:
-            session_forget(session=session)
+        session_delete(session=session, hide=hide)
         return Response({"session_id": session.id, "status": "closed"})
 
 
-class MessageListApi(APIView):
+class MessageListApi(generics.GenericAPIView):
+    pagination_class = MessagePage
+
+    @extend_schema(
+        operation_id="chat_messages_list",
+        parameters=PAGE_PARAMETERS,
+        responses={200: page_of(MessageSerializer), **errors({404: NOT_FOUND})},
+    )
     def get(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
-        rows = list(message_list(session=session))
-        return Response({"results": [row.to_dict() for row in rows], "next": None})
+        page = self.paginate_queryset(message_list(session=session))
+        return self.get_paginated_response([row.to_dict() for row in page])
 
+    @extend_schema(
+        operation_id="chat_messages_create",
+        examples=[
+            OpenApiExample(
+                "A message with its own id",
+                {"content": "List the files in my workspace.", "message_id": "msg-0001"},
+                request_only=True,
+            ),
+            OpenApiExample(
+                "Steer it into the running turn",
+                {"content": "Only the Markdown files, please.", "steer": True, "approval_mode": "read_only"},
+                request_only=True,
+            ),
+        ],
+        request=MessageInput,
+        responses={
+            202: MessageAckSerializer,
+            **errors(
+                {
+                    400: "invalid; too_long: content over 100,000 characters; model_not_allowed",
+                    404: NOT_FOUND,
+                    409: CLOSED + "; duplicate_message_id: the session has a message with that id",
+                    503: OWNER_UNAVAILABLE,
+                }
+            ),
+        },
+    )
     def post(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id, open_only=True)
         message = parse_message(request.data)
@@ -116,18 +229,29 @@ class MessageListApi(APIView):
 
 
 class MessageSteerApi(APIView):
+    @extend_schema(
+        operation_id="chat_messages_steer",
+        request=None,
+        responses={200: MessageAckSerializer, **QUEUE_ERRORS},
+    )
     def post(self, request: Request, session_id: str, message_id: str) -> Response:
         session = _session(request, session_id, open_only=True)
         return Response(_run(session.id, Steer(message_id=message_id)))
 
 
 class MessageDetailApi(APIView):
+    @extend_schema(operation_id="chat_messages_remove", responses={200: MessageAckSerializer, **QUEUE_ERRORS})
     def delete(self, request: Request, session_id: str, message_id: str) -> Response:
         session = _session(request, session_id, open_only=True)
         return Response(_run(session.id, Remove(message_id=message_id)))
 
 
 class CancelApi(APIView):
+    @extend_schema(
+        operation_id="chat_sessions_cancel",
+        request=None,
+        responses={200: CancelledSerializer, **errors({404: NOT_FOUND, 409: CLOSED, 503: OWNER_UNAVAILABLE})},
+    )
     def post(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id, open_only=True)
         _run(session.id, Cancel())
@@ -135,6 +259,21 @@ class CancelApi(APIView):
 
 
 class ConfirmationApi(APIView):
+    @extend_schema(
+        operation_id="chat_confirmations_reply",
+        examples=[OpenApiExample("Approve", {"approved": True}, request_only=True)],
+        request=ConfirmationReplyInput,
+        responses={
+            200: ConfirmationAnswerSerializer,
+            **errors(
+                {
+                    404: NOT_FOUND + "; not_found: no such confirmation",
+                    409: CLOSED + "; already_resolved: the confirmation was answered already",
+                    503: OWNER_UNAVAILABLE,
+                }
+            ),
+        },
+    )
     def post(self, request: Request, session_id: str, confirmation_id: str) -> Response:
         session = _session(request, session_id, open_only=True)
         answer = parse(ConfirmationReplyInput, request.data)
@@ -146,18 +285,55 @@ class ConfirmationApi(APIView):
         return Response(body)
 
 
+SSE_DESCRIPTION = """\
+Server-Sent Events: the session's events as the WebSocket sends them (docs/protocol.md §3.3), each as
+`id: <seq>`, `event: <type>`, `data: <json>`. It opens with `connected` (snapshot and `last_seq`), then
+the replay of the events after `since` / `Last-Event-ID` (or `resync` when they are no longer kept), then
+live events; a comment line every 15 s keeps proxies from closing it. Deleting the session ends the
+stream with an `error` event (`closed`); a session that cannot go on in this process ends it with an
+`error` event (`unavailable`): reconnect with `Last-Event-ID`."""
+
+
 class EventStreamApi(APIView):
     """Server-Sent Events: the WebSocket's events, `id:` = seq, replay with ?since= or Last-Event-ID."""
 
+    content_negotiation_class = OwnBytesNegotiation
+
+    @extend_schema(
+        operation_id="chat_events_stream",
+        description=SSE_DESCRIPTION,
+        parameters=[
+            OpenApiParameter(
+                "since",
+                int,
+                description="Replay the events after this seq (below 0: from the start); `Last-Event-ID`, as "
+                "EventSource sends it, does the same",
+            )
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(SERVER_SENT_EVENT, description="An endless stream"),
+            **errors(
+                {
+                    400: "invalid: since (or Last-Event-ID) is not an integer",
+                    404: NOT_FOUND,
+                    409: "session_closed: a closed session has no live events",
+                    503: OWNER_UNAVAILABLE,
+                }
+            ),
+        },
+    )
     def get(self, request: Request, session_id: str) -> StreamingHttpResponse:
         # A closed session has no live events: refused like the socket refuses it (409 session_closed).
         session = _session(request, session_id, open_only=True)
-        since_raw = request.query_params.get("since") or request.headers.get("Last-Event-ID")
+        since_raw = request.query_params.get("since")  # `?since=` is no seq: 400, as any other non-number
+        if since_raw is None:
+            since_raw = request.headers.get("Last-Event-ID") or None
         try:
             since = max(int(since_raw), 0) if since_raw is not None else None
         except ValueError:
             raise ApiError(400, "invalid", "since must be an integer event seq.") from None
-        response = StreamingHttpResponse(_sse(session.id, since), content_type="text/event-stream")
+        stream = _sse(session.id, since, request_credential(request))
+        response = StreamingHttpResponse(stream, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -174,11 +350,30 @@ def _closed_error(session_id: str) -> dict[str, Any]:
     return {"type": "error", "data": {"code": "closed", "message": f"Session {session_id} is closed"}}
 
 
-async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
+_ACCOUNT_ENDED: dict[str, Any] = {"type": "__account_ended__"}
+
+
+class _Stream:
+    """An SSE stream as the account watch sees it (agentsite/credentials.py)."""
+
+    __slots__ = ("queue", "reason")
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.reason = ""
+
+    def account_ended(self, reason: str) -> None:
+        self.reason = reason
+        self.queue.put_nowait(_ACCOUNT_ENDED)
+
+
+async def _sse(session_id: str, since: int | None, credential: Credential) -> AsyncIterator[str]:
     live = live_sessions()
     attachment = await live.attach(session_id, since)
     snapshot, last_seq = attachment.snapshot, attachment.last_seq
     sent = attachment.position
+    stream = _Stream(attachment.queue)
+    live.accounts.add(stream, credential)
     try:
         yield _sse_frame(
             {"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": last_seq}
@@ -206,6 +401,11 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
                     yield ": keep-alive\n\n"
                 continue
             idle = 0.0
+            if event is _ACCOUNT_ENDED:  # as a socket is closed with 4401
+                yield _sse_frame(
+                    {"type": "error", "data": {"code": "unauthorized", "message": stream.reason}}
+                )
+                return
             if event is UNAVAILABLE:  # as a socket is closed with 1012: reconnect with Last-Event-ID
                 message = "The session cannot go on in this server process now; reconnect to resume."
                 yield _sse_frame({"type": "error", "data": {"code": "unavailable", "message": message}})
@@ -217,4 +417,5 @@ async def _sse(session_id: str, since: int | None) -> AsyncIterator[str]:
                 sent = seq
             yield _sse_frame(event)
     finally:
+        live.accounts.discard(stream)
         await live.detach(attachment)

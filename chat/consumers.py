@@ -15,11 +15,10 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agentsite import jsonio
-from agentsite.db import database_call, database_sync_to_async
+from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError, ServiceUnavailable
 from agentsite.internals import LeanWebsocketConsumer
-from agentsite.services import api_key_is_active
 from chat import inputs
 from chat.live import UNAVAILABLE, Attachment, Unavailable, live_sessions
 from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
@@ -31,13 +30,14 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
+CLOSE_RATE_LIMITED = 4429  # too many wrong api_keys from this address (docs/protocol.md §6.2)
 CLOSE_TOO_BIG = 1009
-CLOSE_KEY_REVOKED = 4401
 CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect with ?since= (agentsite/internals.py lets daphne)
 # A socket sends at most this many frames of a burst before letting other tasks run: a busy server
 # then still gets every new answer's first words out promptly instead of finishing others' bursts first.
 SEND_SLICE = 16
 _CLOSED: dict[str, Any] = {"type": "__closed__"}
+_ACCOUNT_ENDED: dict[str, Any] = {"type": "__account_ended__"}
 UNAVAILABLE_MESSAGE = "The session cannot go on in this server process now; reconnect with ?since= to resume."
 
 
@@ -54,6 +54,7 @@ class ChatConsumer(LeanWebsocketConsumer):
     attachment: Attachment | None = None
     sender: asyncio.Task[None] | None = None
     sent_seq: int = 0
+    ended: str = ""  # why its credential ended (agentsite/credentials.py)
 
     async def connect(self) -> None:
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
@@ -66,6 +67,9 @@ class ChatConsumer(LeanWebsocketConsumer):
     async def _connect(self) -> None:
         if self.scope.get("unavailable"):
             await self._refuse("unavailable", "The database does not answer; reconnect.", CLOSE_TRY_AGAIN)
+            return
+        if self.scope.get("rate_limited"):
+            await self._refuse("rate_limited", self.scope["rate_limited"], CLOSE_RATE_LIMITED)
             return
         if self.scope.get("auth_error") or not self.scope["user"].is_authenticated:
             message = (
@@ -94,6 +98,7 @@ class ChatConsumer(LeanWebsocketConsumer):
         self.attachment = attachment
         self.queue = attachment.queue
         live.register(self.session_id, self)
+        live.accounts.add(self, self.scope["credential"])
         connected = {
             "type": "connected",
             "session_id": self.session_id,
@@ -111,12 +116,20 @@ class ChatConsumer(LeanWebsocketConsumer):
         else:
             for event in attachment.backlog:
                 await self.send_text(encode_event(event))
-        self.sender = asyncio.get_running_loop().create_task(self._send_events(self.queue))
+        self.sender = asyncio.get_running_loop().create_task(self._send_events(attachment.queue))
 
     def session_closed(self) -> None:
         """The session was deleted (on any process): the socket is told so and closed."""
         if self.queue is not None:
             self.queue.put_nowait(_CLOSED)
+
+    def account_ended(self, reason: str) -> None:
+        """What the socket authenticated with ended (a deactivated user, a revoked or expired key, a
+        logout): it is told so and closed with 4401; frames it sends from now on are ignored."""
+        if self.queue is not None:
+            self.ended = reason
+            self.queue.put_nowait(_ACCOUNT_ENDED)
+            self.queue = None
 
     def _since(self) -> int | None:
         from urllib.parse import parse_qs
@@ -149,6 +162,9 @@ class ChatConsumer(LeanWebsocketConsumer):
                     else:
                         await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
                     return
+                if event is _ACCOUNT_ENDED:
+                    await self._refuse("unauthorized", self.ended, CLOSE_UNAUTHORIZED)
+                    return
                 seq = event.get("seq")
                 if seq is not None:
                     if seq <= self.sent_seq:
@@ -167,6 +183,7 @@ class ChatConsumer(LeanWebsocketConsumer):
             await asyncio.gather(self.sender, return_exceptions=True)
             self.sender = None
         live = live_sessions()
+        live.accounts.discard(self)
         if self.attachment is not None:
             await live.detach(self.attachment)
             live.unregister(self.session_id, self)
@@ -179,7 +196,7 @@ class ChatConsumer(LeanWebsocketConsumer):
             await self.close(code=CLOSE_TOO_BIG)
             return
         if self.queue is None:
-            return  # refused at connect; the close is on its way
+            return  # refused at connect, or its account ended: the close is on its way
         try:
             data = jsonio.loads(raw)
         except jsonio.InvalidJson:
@@ -189,11 +206,6 @@ class ChatConsumer(LeanWebsocketConsumer):
             logger.info("ignored a frame of unknown type on session %s", self.session_id)
             return
         try:
-            # The key is checked on every frame: a revoked key is refused at once.
-            key = self.scope.get("api_key")
-            if key and not await database_call(api_key_is_active, key):
-                await self._refuse("unauthorized", "The api_key was revoked.", CLOSE_KEY_REVOKED)
-                return
             await self._handle(inputs.parse_frame(data))
         except inputs.InvalidInput as exc:
             await self._send_error(

@@ -13,6 +13,7 @@ SVG file an agent wrote must never run as a page of this site.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import mimetypes
 import os
@@ -34,11 +35,20 @@ from rest_framework.views import APIView
 
 from agents.sandbox.site import workspace_dir
 from agents.tools.base import ToolError
-from agents.tools.workspace import give_to_workspace_owner, make_folders, resolve_in_workspace
+from agents.tools.workspace import open_folder, open_inside, resolve_in_workspace
 from agentsite.errors import ApiError
+from agentsite.fields import query_flag
 from agentsite.isotime import iso
+from agentsite.negotiation import OwnBytesNegotiation
+from agentsite.openapi import errors, flag_parameter
 from chat.files_preview import preview
 from chat.models import Session
+from chat.serializers import (
+    FileDeletedSerializer,
+    FileEntrySerializer,
+    FileListingSerializer,
+    FilePreviewSerializer,
+)
 from chat.services import session_get_for_user, session_get_open_for_user
 
 CHUNK = 64 * 1024
@@ -129,30 +139,13 @@ def _page_params(request: Request) -> tuple[int, int]:
 
 
 PATH_PARAM = OpenApiParameter("path", str, OpenApiParameter.QUERY, description="A folder; default: the root")
-LIMIT_PARAM = OpenApiParameter("limit", int, OpenApiParameter.QUERY, description=f"1-{LIST_MAX}")
+LIMIT_PARAM = OpenApiParameter(
+    "limit", {"type": "integer", "minimum": 1, "maximum": LIST_MAX}, description=f"1-{LIST_MAX} (default 200)"
+)
 CURSOR_PARAM = OpenApiParameter("cursor", str, OpenApiParameter.QUERY, description="`next` of the last page")
-ENTRY_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "path": {"type": "string"},
-        "type": {"type": "string", "enum": ["file", "directory", "symlink", "other"]},
-        "size": {"type": "integer", "nullable": True},
-        "modified_at": {"type": "string", "format": "date-time"},
-    },
-}
-LISTING_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string"},
-        "results": {"type": "array", "items": ENTRY_SCHEMA},
-        "next": {"type": "string", "nullable": True},
-    },
-}
-ERRORS = {
-    400: OpenApiResponse(description="invalid_path: absolute, `..` out of the workspace, or a symlink out"),
-    404: OpenApiResponse(description="not_found: no such session (or another user's), or no such file"),
-}
+NOT_FOUND = "not_found: no such session (or another user's), or no such file"
+INVALID_PATH = "invalid_path: absolute, `..` out of the workspace, or a symlink out"
+CLOSED = "session_closed: the session is closed"
 
 
 class FileListApi(APIView):
@@ -161,7 +154,15 @@ class FileListApi(APIView):
     @extend_schema(
         operation_id="chat_session_files_list",
         parameters=[PATH_PARAM, LIMIT_PARAM, CURSOR_PARAM],
-        responses={200: LISTING_SCHEMA, **ERRORS},
+        responses={
+            200: FileListingSerializer,
+            **errors(
+                {
+                    400: f"{INVALID_PATH}; not_a_directory; invalid: limit or cursor",
+                    404: NOT_FOUND,
+                }
+            ),
+        },
     )
     def get(self, request: Request, session_id: str) -> Response:
         _, workspace = _workspace(request, session_id)
@@ -182,16 +183,21 @@ class FileListApi(APIView):
 class FileApi(APIView):
     """`GET|PUT|DELETE /chat/sessions/{id}/files/{path}`."""
 
+    content_negotiation_class = OwnBytesNegotiation  # an <img> or a download asks for the file's own type
+
     @extend_schema(
         operation_id="chat_session_file_get",
         parameters=[
-            OpenApiParameter("download", bool, OpenApiParameter.QUERY, description="as an attachment"),
-            OpenApiParameter("preview", bool, OpenApiParameter.QUERY, description="a JSON preview instead"),
+            flag_parameter("download", "As an attachment, whatever its type"),
+            flag_parameter("preview", "A JSON preview instead of the bytes"),
         ],
         responses={
-            (200, "application/octet-stream"): OpenApiTypes.BINARY,
-            (200, "application/json"): OpenApiTypes.OBJECT,  # ?preview=1: {kind, content?, html?, ...}
-            **ERRORS,
+            # The bytes with the file's own type (a .json file's too); ?preview=1 the JSON preview.
+            (200, "*/*"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The file, or ?preview=1 its preview"
+            ),
+            (200, "application/json"): OpenApiResponse(FilePreviewSerializer, description="?preview=1"),
+            **errors({400: f"{INVALID_PATH}; not_a_file: a folder", 404: NOT_FOUND}),
         },
     )
     def get(self, request: Request, session_id: str, path: str) -> HttpResponseBase:
@@ -201,21 +207,30 @@ class FileApi(APIView):
             raise _not_found(path)
         if target.is_dir():
             raise ApiError(400, "not_a_file", f"'{path}' is a folder; list it with GET …/files?path=.")
+        as_preview = query_flag(request.query_params.get("preview"), "preview")
+        download = query_flag(request.query_params.get("download"), "download")
         fd = _open_inside(workspace, target, path)
-        if request.query_params.get("preview") in ("1", "true"):
+        if as_preview:
             with os.fdopen(fd, "rb") as handle:
                 return Response(preview(handle, name=target.name, path=_relative(path)))
-        return _stream(fd, target.name, download=request.query_params.get("download") in ("1", "true"))
+        return _stream(fd, target.name, download=download)
 
     @extend_schema(
         operation_id="chat_session_file_put",
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={
-            200: ENTRY_SCHEMA,
-            201: ENTRY_SCHEMA,
-            409: OpenApiResponse(description="session_closed"),
-            413: OpenApiResponse(description="too_large: over AGENTSITE_MAX_UPLOAD_BYTES"),
-            **ERRORS,
+            200: OpenApiResponse(
+                FileEntrySerializer, description="An existing file (or symlink) was replaced"
+            ),
+            201: OpenApiResponse(FileEntrySerializer, description="A new file"),
+            **errors(
+                {
+                    400: INVALID_PATH,
+                    404: NOT_FOUND,
+                    409: f"{CLOSED}; is_a_directory; conflict: a folder could not be created",
+                    413: "too_large: over AGENTSITE_MAX_UPLOAD_BYTES",
+                }
+            ),
         },
     )
     def put(self, request: Request, session_id: str, path: str) -> Response:
@@ -225,45 +240,56 @@ class FileApi(APIView):
         if entry.is_dir() and not entry.is_symlink():
             raise ApiError(409, "is_a_directory", f"'{path}' is a folder.")
         try:
-            make_folders(workspace, entry.parent)
-        except OSError as exc:
-            message = f"Could not create the folders for '{path}': {exc.strerror}."
+            with open_folder(workspace, entry.parent, create=True) as folder:
+                existed = _lexists(entry.name, folder)
+                _receive(request, workspace, folder, entry.name)
+                info = os.stat(entry.name, dir_fd=folder, follow_symlinks=False)
+        except (OSError, ToolError) as exc:
+            message = f"Could not write '{path}': {getattr(exc, 'strerror', None) or exc}."
             raise ApiError(409, "conflict", message) from None
-        entry = _entry_location(workspace, path)  # the folders may have changed since: check again
-        existed = os.path.lexists(entry)
-        _receive(request, workspace, entry)
-        body = _describe(workspace, entry, entry.lstat())
-        return Response(body, status=200 if existed else 201)
+        return Response(_describe(workspace, entry, info), status=200 if existed else 201)
 
     @extend_schema(
         operation_id="chat_session_file_delete",
-        responses={200: OpenApiResponse(description="{path, deleted: true}"), **ERRORS},
+        responses={
+            200: FileDeletedSerializer,
+            **errors(
+                {400: f"{INVALID_PATH}; the workspace itself cannot be deleted", 404: NOT_FOUND, 409: CLOSED}
+            ),
+        },
     )
     def delete(self, request: Request, session_id: str, path: str) -> Response:
         """A file or symlink (never what it points at), or a folder with everything in it."""
         _, workspace = _workspace(request, session_id, write=True)
         entry = _entry_location(workspace, path)
-        if not os.path.lexists(entry):
-            raise _not_found(path)
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
+        try:
+            with open_folder(workspace, entry.parent) as folder:
+                info = os.stat(entry.name, dir_fd=folder, follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.name, dir_fd=folder)
+                else:
+                    os.unlink(entry.name, dir_fd=folder)
+        except (OSError, ToolError):
+            raise _not_found(path) from None
         return Response({"path": _relative(path), "deleted": True})
 
 
 def _open_inside(workspace: Path, target: Path, shown: str) -> int:
-    """Open without following a symlink swapped in since the check, and check where the file really is."""
+    """Open without following a symlink swapped in since the check (agents/tools/workspace.py)."""
     try:
-        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+        return open_inside(workspace, target)
     except OSError:
         raise _not_found(shown) from None
-    real = Path(os.path.realpath(f"/proc/self/fd/{fd}"))
-    root = Path(os.path.realpath(workspace))
-    if not real.is_relative_to(root) or not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise _invalid(f"'{shown}' is not a file inside the workspace.")
-    return fd
+    except ToolError:
+        raise _invalid(f"'{shown}' is not a file inside the workspace.") from None
+
+
+def _lexists(name: str, folder: int) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _stream(fd: int, name: str, *, download: bool) -> StreamingHttpResponse:
@@ -292,12 +318,13 @@ async def _chunks(fd: int) -> AsyncIterator[bytes]:
         handle.close()
 
 
-def _receive(request: Request, workspace: Path, entry: Path) -> None:
-    """Stream the body into a new file beside the target, then put it in place (a symlink there is
-    replaced, never written through)."""
+def _receive(request: Request, workspace: Path, folder: int, name: str) -> None:
+    """Stream the body into a new file beside the target in the open `folder`, then put it in place
+    (a symlink there is replaced, never written through)."""
     limit = settings.AGENTSITE_MAX_UPLOAD_BYTES
-    temporary = entry.parent / f".upload-{uuid.uuid4().hex}"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    temporary = f".upload-{uuid.uuid4().hex}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(temporary, flags, 0o644, dir_fd=folder)
     written = 0
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -306,8 +333,11 @@ def _receive(request: Request, workspace: Path, entry: Path) -> None:
                 if written > limit:
                     raise ApiError(413, "too_large", f"The file is larger than the limit of {limit} bytes.")
                 handle.write(chunk)
-        give_to_workspace_owner(workspace, temporary)
-        os.replace(temporary, entry)
+            if os.geteuid() == 0:
+                owner = os.stat(workspace)
+                os.fchown(handle.fileno(), owner.st_uid, owner.st_gid)
+        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=folder)
         raise

@@ -137,14 +137,3 @@ def _checked[T](value: T) -> T:
         limit = f"Message content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}."
         raise DomainError(limit, code="too_long")
     return value
-
-
-_TRUE, _FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no", ""})
-
-
-def query_flag(raw: str | None, name: str) -> bool:
-    """A true/false query parameter (`true|false|1|0|yes|no`, as the inbox's `unread_only`); else 400."""
-    value = (raw or "").strip().lower()
-    if value in _TRUE or value in _FALSE:
-        return value in _TRUE
-    raise InvalidInput(f"{name} must be true or false.", fields={name: ["must be true or false"]})

@@ -12,6 +12,8 @@ sanitised on the server and never trusted because of where it came from:
   (plus relative ones), keeps a ``language-xxx`` class on ``<code>`` for the highlighter, and gives
   every link ``rel="noopener noreferrer nofollow"`` and ``target="_blank"`` (leaving the page would
   interrupt the live chat).
+- A table column's alignment is a class (``align-left|center|right``), not a ``style`` attribute: the
+  portal's Content-Security-Policy allows no inline styles (docs/protocol.md §6.5).
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ _ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "code": {"class"},
     "ol": {"start"},
-    "th": {"style"},
-    "td": {"style"},
+    "th": {"class"},
+    "td": {"class"},
 }
 # Dropped together with their content (the rest of a disallowed tag's text is kept as text).
 _DROP_WITH_CONTENT = {"script", "style", "iframe", "object", "embed", "template"}
 _LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,40}")
+_ALIGN_CLASS = re.compile(r"align-(left|center|right)")
 
 
 def _linkify_available() -> bool:
@@ -69,18 +72,34 @@ def _render_image_as_link(
     return f'<a href="{escapeHtml(src)}">{label}</a>'
 
 
+def _render_cell_with_align_class(
+    renderer: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    """``<th style="text-align:right">`` → ``<th class="align-right">``."""
+    token = tokens[idx]
+    style = str(token.attrGet("style") or "")
+    if style.startswith("text-align:"):
+        token.attrs.pop("style", None)
+        token.attrSet("class", "align-" + style.removeprefix("text-align:").strip())
+    return renderer.renderToken(tokens, idx, options, env)
+
+
 def _build_parser() -> MarkdownIt:
     linkify = _linkify_available()
     parser = MarkdownIt("commonmark", {"html": False, "breaks": True, "linkify": linkify})
     parser.enable(["table", "strikethrough", *(["linkify"] if linkify else [])])
     parser.add_render_rule("image", _render_image_as_link)
+    parser.add_render_rule("th_open", _render_cell_with_align_class)
+    parser.add_render_rule("td_open", _render_cell_with_align_class)
     return parser
 
 
 def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
-    """Keep only ``language-xxx`` classes on ``<code>``; every other allowed attribute as is."""
-    if tag == "code" and attribute == "class":
-        kept = [name for name in value.split() if _LANGUAGE_CLASS.fullmatch(name)]
+    """Keep only ``language-xxx`` classes on ``<code>`` and ``align-xxx`` ones on cells; every other
+    allowed attribute as is."""
+    if attribute == "class":
+        wanted = _LANGUAGE_CLASS if tag == "code" else _ALIGN_CLASS
+        kept = [name for name in value.split() if wanted.fullmatch(name)]
         return " ".join(kept) or None
     return value
 
@@ -94,7 +113,6 @@ def _build_cleaner() -> Any:
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
         set_tag_attribute_values={"a": {"target": "_blank"}},
-        filter_style_properties={"text-align"},
         strip_comments=True,
     )
 

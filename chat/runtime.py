@@ -26,6 +26,7 @@ from agents.sandbox.site import get_sandbox, workspace_dir
 from agents.services import ModelChoice, agent_get, model_choice_for, models_allowed
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
+from agentsite.audit.services import TurnAudit
 from agentsite.db import database_call, database_sync_to_async
 from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model
@@ -40,9 +41,22 @@ def may_run_unsandboxed(user_id: int) -> bool:
     return user is not None and user.has_perm("agents.run_unsandboxed")
 
 
-def enabled_tools(agent_name: str) -> list[Tool]:
+@dataclass(frozen=True)
+class AgentTools:
+    """An agent's tools for a turn: those switched on, the names of those switched off, and whether some
+    are not known yet (an MCP server never listed: discovered before the turn, agents/tools/base.py)."""
+
+    enabled: list[Tool]
+    disabled: frozenset[str]
+    undiscovered: bool
+
+
+def agent_tools(agent_name: str) -> AgentTools:
     switches = dict(ToolSetting.objects.filter(agent_id=agent_name).values_list("tool", "enabled"))
-    return [tool for tool in registry.all() if switches.get(tool.name, tool.default_enabled)]
+    found = registry.for_agent(agent_name)
+    enabled = [tool for tool in found.tools if switches.get(tool.name, tool.default_enabled)]
+    disabled = frozenset(tool.name for tool in found.tools) - {tool.name for tool in enabled}
+    return AgentTools(enabled=enabled, disabled=disabled, undiscovered=found.undiscovered)
 
 
 @dataclass
@@ -52,6 +66,8 @@ class TurnSetup:
     history: list[dict[str, Any]]
     tools: list[Tool]
     specs: list[dict[str, Any]]
+    disabled_tools: frozenset[str]
+    undiscovered_tools: bool
     workspace: Path
     user_id: int
     agent_name: str
@@ -69,6 +85,8 @@ class AgentConfig:
     choice: ModelChoice
     tools: list[Tool]
     specs: list[dict[str, Any]]  # the tools' OpenAI specs, built once per configuration
+    disabled_tools: frozenset[str]
+    undiscovered_tools: bool
     sandbox_network: bool
     models: frozenset[str]  # the models a message may ask for ("*": any)
 
@@ -132,14 +150,16 @@ def agent_config(agent_name: str) -> AgentConfig:
 
 def _read_agent_config(agent_name: str) -> AgentConfig:
     agent = agent_get(name=agent_name)
-    tools = enabled_tools(agent_name) if agent else []
+    tools = agent_tools(agent_name) if agent else AgentTools([], frozenset(), False)
     choice = model_choice_for(agent=agent)
     config = AgentConfig(
         found=agent is not None,
         system_prompt=agent.system_prompt if agent else "",
         choice=choice,
-        tools=tools,
-        specs=[tool.openai_spec() for tool in tools],
+        tools=tools.enabled,
+        specs=[tool.openai_spec() for tool in tools.enabled],
+        disabled_tools=tools.disabled,
+        undiscovered_tools=tools.undiscovered,
         sandbox_network=bool(agent and agent.sandbox_network),
         models=frozenset(models_allowed(agent=agent, choice=choice)),
     )
@@ -176,6 +196,8 @@ def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
         history=history_for_model(session_id, before_message_id=request.message_id),
         tools=config.tools,
         specs=config.specs,
+        disabled_tools=config.disabled_tools,
+        undiscovered_tools=config.undiscovered_tools,
         workspace=workspace_dir(user_id=user_id, session_id=session_id),
         user_id=user_id,
         agent_name=agent_name,
@@ -229,6 +251,12 @@ class DjangoRuntime:
             setup = await database_sync_to_async(turn_setup)(session_id, request)
         if setup.refusal is not None:
             return RefusedTurn(setup.refusal)
+        if setup.undiscovered_tools:
+            # Some of the agent's tools (an MCP server's) were never listed: list them now, then read the
+            # agent's tools again (what was found is stored, which clears the cache: agents/signals.py).
+            # Once listed, they are cached for every turn and every process.
+            await registry.discover(setup.agent_name, _tool_context(setup, session_id))
+            setup = await database_sync_to_async(turn_setup)(session_id, request)
         return AgentTurn(
             client=self._client(setup.choice),
             model=setup.choice.model,
@@ -238,15 +266,8 @@ class DjangoRuntime:
             request=request,
             tools=setup.tools,
             specs=setup.specs,
-            tool_context=ToolContext(
-                workspace=setup.workspace,
-                session_id=session_id,
-                sandbox=get_sandbox(),
-                user_id=setup.user_id,
-                agent_name=setup.agent_name,
-                sandbox_network=setup.sandbox_network,
-                may_run_unsandboxed=setup.may_run_unsandboxed,
-            ),
+            disabled_tools=setup.disabled_tools,
+            tool_context=_tool_context(setup, session_id),
             max_steps=settings.AGENTSITE_MAX_TOOL_STEPS,
             # A cron run sets its own (its job's timeout, ChatRequest.confirmation_timeout); clients cannot.
             confirmation_timeout=(
@@ -256,6 +277,19 @@ class DjangoRuntime:
             ),
             recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model, setup.user_id),
         )
+
+
+def _tool_context(setup: TurnSetup, session_id: str) -> ToolContext:
+    return ToolContext(
+        workspace=setup.workspace,
+        session_id=session_id,
+        sandbox=get_sandbox(),
+        user_id=setup.user_id,
+        agent_name=setup.agent_name,
+        sandbox_network=setup.sandbox_network,
+        may_run_unsandboxed=setup.may_run_unsandboxed,
+        audit=TurnAudit(user_id=setup.user_id, session_id=session_id),
+    )
 
 
 class RefusedTurn:

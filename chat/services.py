@@ -15,6 +15,8 @@ from django.utils import timezone
 from agents.contract import ApprovalMode, ChatRequest, InputError
 from agents.models import DEFAULT_AGENT
 from agents.services import agent_exists, default_agent_ensure
+from agentsite.audit.actions import SESSION_DELETE
+from agentsite.audit.services import audit_record
 from agentsite.db import database_call, select_row, table
 from agentsite.exceptions import check_limit
 from chat.exceptions import AgentNotFound, SessionClosed, SessionExists, SessionNotFound
@@ -130,9 +132,38 @@ def session_forget(*, session: Session) -> Session:
 
 @transaction.atomic
 def session_close(*, session: Session) -> Session:
-    """Close the session's rows: the live controller is closed by the caller (SessionService)."""
-    Message.objects.filter(session=session, status__in=Message.ACTIVE_STATES).update(status="closed")
+    """Close the session's rows: the live controller is closed by the caller (SessionService). A turn it
+    did not end (its owner is gone) reads `cancelled`, as closing cancels it; the queue is `closed`."""
+    Message.objects.filter(session=session, status=Message.RUNNING).update(status="cancelled")
+    Message.objects.filter(session=session, status=Message.PENDING).update(status="closed")
     session.mark_closed()
+    return session
+
+
+@transaction.atomic
+def session_delete(*, session: Session, hide: bool = False) -> Session:
+    """`DELETE /chat/sessions/{id}[?hide=true]`: close the session's rows (the caller has closed its live
+    controller) and, with `hide`, take it out of every list; in the audit trail when anything changed."""
+    closed = session.is_open
+    hidden = hide and session.deleted_at is None
+    if closed:
+        session_close(session=session)
+    if hidden:
+        session_forget(session=session)
+    if closed or hidden:
+        what = " and ".join(word for word, done in (("closed", closed), ("hidden", hidden)) if done)
+        audit_record(
+            SESSION_DELETE,
+            object_type="session",
+            object_id=session.id,
+            summary=f"chat '{session.title or session.id}' deleted ({what})",
+            details={
+                "session_id": session.id,
+                "closed": closed,
+                "hidden": hidden,
+                "owner": str(session.user_id),
+            },
+        )
     return session
 
 

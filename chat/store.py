@@ -37,7 +37,12 @@ class StoredState:
 
 
 class Fenced(Exception):
-    """A newer owner holds the session: this process must not change it any more."""
+    """A newer owner holds the session: this process must not change it any more. `token`: the newest
+    token the database has seen for it (when known)."""
+
+    def __init__(self, message: str, token: int | None = None) -> None:
+        super().__init__(message)
+        self.token = token
 
 
 def _check_fence(session_id: str, token: int | None) -> None:
@@ -78,12 +83,14 @@ class DjangoQueueStore:
     async def _write(self, write: Callable[..., None], *args: Any) -> None:
         try:
             await database_sync_to_async(write)(*args)
-        except DatabaseError as exc:
+        except (DatabaseError, Fenced) as exc:
             self.storage_failed(exc)
             raise
 
     def storage_failed(self, exc: BaseException) -> bool:
-        if not isinstance(exc, DatabaseError):
+        """A write failed, or was refused because another process owns the session now: either way what
+        is live here is no longer the truth and goes (nothing more is written or published)."""
+        if not isinstance(exc, (DatabaseError, Fenced)):
             return False
         if self._on_failure is not None:
             self._on_failure()
@@ -132,6 +139,10 @@ class DjangoQueueStore:
         if status in ENTERS_HISTORY:
             assignments.append("entered_at = COALESCE(entered_at, %s)")
             params.append(_ENTERED_AT.get_db_prep_save(timezone.now(), connection))
+        elif status == Message.PENDING:
+            # Back in the queue (a steer the model never read, restored by a cancel or an error): it leaves
+            # the conversation until its own turn starts or it is steered again; the snapshot shows it.
+            assignments.append("entered_at = NULL")
         params += [self.session_id, request.message_id, Message.Role.USER]
         with connection.cursor() as cursor:
             cursor.execute(
@@ -210,6 +221,27 @@ def message_store_pending(*, session_id: str, request: Any) -> None:
         raise _duplicate(request.message_id) from None
 
 
+def stored_for_later(session_ids: list[str]) -> dict[str, list[Any]]:
+    """Messages stored while no owner could take them (no queue position yet), per session, oldest first."""
+    from agents.contract import ChatRequest
+
+    found: dict[str, list[Any]] = {}
+    rows = Message.objects.filter(
+        session_id__in=session_ids, role=Message.Role.USER, status=Message.PENDING, queue_order__isnull=True
+    ).order_by("created_at", "id")
+    for row in rows:
+        found.setdefault(row.session_id, []).append(
+            ChatRequest(
+                message_id=row.message_id,
+                content=row.content,
+                config=row.config,
+                approval_mode=row.approval_mode,  # type: ignore[arg-type]
+                model=row.model or None,
+            )
+        )
+    return found
+
+
 def _insert_pending(*, session_id: str, request: Any) -> None:
     insert_row(
         Message,
@@ -228,10 +260,8 @@ def _insert_pending(*, session_id: str, request: Any) -> None:
 def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> StoredState:
     """Read the stored queue and reserve a fresh block of seqs (sync; call via database_sync_to_async).
 
-    With a fencing token, first claim the session: refused (Fenced) when a newer owner already did.
-    Two statements, whatever the queue holds (SQL, not the ORM: agentsite/db.py; every socket that opens a
-    session nobody has loaded comes here): the reservation (and the claim), then the session and its queued
-    and running messages in one read.
+    With a fencing token, first claim it, refused (Fenced) unless above every earlier token (a Redis that
+    lost its data counts from 1 again: the caller raises its counter). SQL: claim, then one read of all.
     """
     from agents.contract import ChatRequest
     from chat.live.queue import PendingItem
@@ -246,30 +276,33 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
         else:
             cursor.execute(
                 f"UPDATE {sessions} SET seq_reserved = seq_reserved + %s, owner_token = %s"
-                " WHERE id = %s AND owner_token <= %s",
+                " WHERE id = %s AND owner_token < %s",
                 [seq_block, token, session_id, token],
             )
         if cursor.rowcount == 0:
-            if not Session.objects.filter(id=session_id).exists():
+            stored = Session.objects.filter(id=session_id).values_list("owner_token", flat=True).first()
+            if stored is None:
                 raise Session.DoesNotExist(f"Session {session_id} does not exist.")
-            raise Fenced(f"Session {session_id} is owned by a newer process.")
+            raise Fenced(f"Session {session_id} was claimed with token {stored}.", stored)
         user = Message.Role.USER
         cursor.execute(
             f"SELECT s.user_id, s.paused, s.seq_reserved,"
             f" (SELECT MAX(queue_order) FROM {messages} WHERE session_id = %s AND role = %s),"
             " m.message_id, m.content, m.config, m.approval_mode, m.model, m.queue_order, m.status"
             f" FROM {sessions} s LEFT JOIN {messages} m"
-            " ON m.session_id = s.id AND m.role = %s AND m.status IN (%s, %s)"
+            " ON m.session_id = s.id AND m.role = %s AND m.status IN (%s, %s, 'steered')"
             " WHERE s.id = %s ORDER BY m.queue_order IS NULL, m.queue_order, m.created_at, m.id",
             [session_id, user, user, Message.PENDING, Message.RUNNING, session_id],
         )
         rows = cursor.fetchall()
     user_id, paused, seq_reserved, top = rows[0][:4]
     pending: list[PendingItem] = []
-    running: list[str] = []
+    running, steered = [], []  # message ids
     for *_, message_id, content, config, approval_mode, model, queue_order, status in rows:
         if status == Message.RUNNING:
             running.append(message_id)
+        elif status == "steered":
+            steered.append(message_id)
         elif status == Message.PENDING:
             request = ChatRequest(
                 message_id=message_id,
@@ -285,6 +318,8 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
         if item.order is None:  # stored while the session had no owner
             item.order = next_order
             next_order += 1
+    if steered:  # into a turn no process runs any more: they end with it (a turn runs only while owned)
+        Message.objects.filter(session_id=session_id, message_id__in=steered).update(status="interrupted")
     return StoredState(
         user_id=user_id,
         pending=pending,

@@ -15,6 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
+from agentsite.models import integer_pk
+from agentsite.openapi import errors
 from chat.usage import MAX_DAYS, usage_report
 
 DEFAULT_DAYS = 30
@@ -40,7 +42,8 @@ def report_user(request: Request, raw: str | None) -> Any:
     if not request.user.is_staff:
         raise ApiError(403, "forbidden", "Only staff may see another user's usage.")
     users = get_user_model().objects
-    user = users.filter(pk=int(raw)).first() if raw.isdigit() else users.filter(username=raw).first()
+    pk = integer_pk(raw)
+    user = users.filter(pk=pk).first() if pk is not None else users.filter(username=raw).first()
     if user is None:
         raise ApiError(404, "not_found", f"User {raw} not found.")
     return user
@@ -60,7 +63,11 @@ class UsageApi(APIView):
     @extend_schema(
         operation_id="usage_report",
         parameters=[
-            OpenApiParameter("days", int, description=f"1–{MAX_DAYS} days back, today included (default 30)"),
+            OpenApiParameter(
+                "days",
+                {"type": "integer", "minimum": 1, "maximum": MAX_DAYS},
+                description=f"1–{MAX_DAYS} days back, today included (default 30)",
+            ),
             OpenApiParameter("user", str, description="staff only: another user's id or username"),
         ],
         responses={
@@ -77,7 +84,14 @@ class UsageApi(APIView):
                     "today_tokens": serializers.IntegerField(),
                     "daily_budget": serializers.IntegerField(allow_null=True),
                 },
-            )
+            ),
+            **errors(
+                {
+                    400: "invalid: days is not a whole number from 1 to 366",
+                    403: "forbidden: only staff may name another user",
+                    404: "not_found: no such user",
+                }
+            ),
         },
     )
     def get(self, request: Request) -> Response:

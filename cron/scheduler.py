@@ -5,6 +5,10 @@ against one database: each due run is claimed with a conditional UPDATE on the j
 (cron/services.py `run_claim_due`), so exactly one of them fires it. A time missed while nothing ran fires
 once (cron/schedule.py `due_and_next`). Claimed runs execute as tasks of this loop (cron/runner.py), each
 bounded by its job's timeout.
+
+Every scheduler also does the site's periodic housekeeping (`maintain`): once an hour it deletes the audit
+entries past `AGENTSITE_AUDIT_RETENTION_DAYS` (agentsite/audit/services.py `audit_prune`; with several
+schedulers each prunes, and a second prune finds nothing to delete).
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable
 
 from django.utils import timezone
 
+from agentsite.audit.services import audit_prune
 from agentsite.db import database_sync_to_async
 from cron import runner, services
 from cron.models import CronRun
@@ -25,6 +31,7 @@ logger = logging.getLogger("agentsite.scheduler")
 Clock = Callable[[], dt.datetime]
 DEFAULT_INTERVAL = 1.0
 BATCH = 100
+MAINTENANCE_SECONDS = 3600.0  # between two rounds of housekeeping (the audit trail's retention)
 
 
 class Scheduler:
@@ -35,14 +42,31 @@ class Scheduler:
         self.clock = clock
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._maintained_at: float | None = None  # time.monotonic() of the last housekeeping
 
     async def tick(self, now: dt.datetime | None = None) -> bool:
         """Claim every run due at `now` and start it; True when there was work (loop again at once)."""
+        now = now or self.clock()
         # A connection the database dropped fails this call and is closed then; the next tick reconnects.
-        run_ids = await database_sync_to_async(self.claim_due)(now or self.clock())
+        run_ids = await database_sync_to_async(self.claim_due)(now)
         for run_id in run_ids:
             runner.spawn_run(run_id)
+        await self.maintain(now)
         return bool(run_ids)
+
+    async def maintain(self, now: dt.datetime) -> None:
+        """The housekeeping, at the first tick and then once every MAINTENANCE_SECONDS: the audit trail's
+        retention. A failure is logged and tried again next round; it never stops the claiming."""
+        if self._maintained_at is not None and time.monotonic() - self._maintained_at < MAINTENANCE_SECONDS:
+            return
+        self._maintained_at = time.monotonic()
+        try:
+            deleted = await database_sync_to_async(audit_prune)(now=now)
+        except Exception:
+            logger.exception("pruning the audit trail failed")
+            return
+        if deleted:
+            logger.info("audit trail: %d entries past the retention deleted", deleted)
 
     def claim_due(self, now: dt.datetime) -> list[str]:
         """Sync: claim the runs due at `now`; returns the ids to execute (skipped runs are only recorded)."""

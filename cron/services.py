@@ -21,6 +21,9 @@ from django.utils import timezone
 
 from agents.models import DEFAULT_AGENT, Agent
 from agents.services import default_agent_ensure
+from agentsite.audit.actions import CRON_JOB_CREATE, CRON_JOB_DELETE, CRON_JOB_UPDATE, CRON_RUN
+from agentsite.audit.context import SYSTEM
+from agentsite.audit.services import audit_record
 from agentsite.exceptions import check_limit
 from chat.models import Message, Session
 from chat.services import session_create
@@ -65,6 +68,7 @@ def job_get_for_user(*, user: User, job_id: str) -> CronJob:
     return job
 
 
+@transaction.atomic
 def job_create(*, owner: User, data: Any, now: dt.datetime | None = None) -> CronJob:
     """Validate a JOB body for `owner` and store it; raises SpecError (→ 400 with `fields`)."""
     now = _now(now)
@@ -77,9 +81,11 @@ def job_create(*, owner: User, data: Any, now: dt.datetime | None = None) -> Cro
     _apply(job, spec)
     job.next_run_at = _first_run(job, spec.schedule, now) if job.enabled else None
     job.save()
+    _audit_job(CRON_JOB_CREATE, job, "created", {"schedule": job.schedule, "agent": job.agent_name})
     return job
 
 
+@transaction.atomic
 def job_update(*, job: CronJob, data: Any, partial: bool, now: dt.datetime | None = None) -> CronJob:
     """PUT (replace) or PATCH (top-level keys merged into the stored JOB; nested objects replaced whole)."""
     now = _now(now)
@@ -91,36 +97,68 @@ def job_update(*, job: CronJob, data: Any, partial: bool, now: dt.datetime | Non
     schedule_changed = spec.schedule.to_json() != job.schedule
     _check_for_owner(owner=job.owner, spec=spec, now=now, check_past=schedule_changed)
     was_enabled = job.enabled
+    before = job.to_dict()
     _apply(job, spec)
     if not job.enabled:
         job.next_run_at = None
     elif schedule_changed or not was_enabled:
         job.next_run_at = _first_run(job, spec.schedule, now)
     job.save()
+    after = job.to_dict()
+    changed = [key for key in _JOB_KEYS if before.get(key) != after.get(key)]
+    if changed:
+        _audit_job(CRON_JOB_UPDATE, job, f"changed: {', '.join(changed)}", {"changed": changed})
     return job
 
 
+# What a job's `cron.job_update` entry compares: the keys of a JOB a client writes.
+_JOB_KEYS = tuple(
+    "name enabled agent schedule task_type request text dispatch save_result_to_inbox timeout_seconds".split()
+)
+
+
+@transaction.atomic
 def job_delete(*, job: CronJob) -> None:
     """Delete the job and its history; a run in progress goes on in its session (its row is gone)."""
+    _audit_job(CRON_JOB_DELETE, job, "deleted", {"schedule": job.schedule, "agent": job.agent_name})
     job.delete()
 
 
+@transaction.atomic
 def job_pause(*, job: CronJob) -> CronJob:
     """Stored: no scheduler claims it until it is resumed (a run in progress finishes)."""
-    CronJob.objects.filter(id=job.id).update(enabled=False, next_run_at=None, updated_at=timezone.now())
+    paused = CronJob.objects.filter(id=job.id, enabled=True).update(
+        enabled=False, next_run_at=None, updated_at=timezone.now()
+    )
     job.refresh_from_db()
+    if paused:
+        _audit_job(CRON_JOB_UPDATE, job, "paused", {"changed": ["enabled"]})
     return job
 
 
+@transaction.atomic
 def job_resume(*, job: CronJob, now: dt.datetime | None = None) -> CronJob:
     """Enable again; the next run is the first one after now (times missed while paused do not fire)."""
     now = _now(now)
     spec = job_schedule(job)
+    was_enabled = job.enabled
     CronJob.objects.filter(id=job.id).update(
         enabled=True, next_run_at=_first_run(job, spec, now), updated_at=timezone.now()
     )
     job.refresh_from_db()
+    if not was_enabled:
+        _audit_job(CRON_JOB_UPDATE, job, "resumed", {"changed": ["enabled"]})
     return job
+
+
+def _audit_job(action: str, job: CronJob, what: str, details: dict[str, Any]) -> None:
+    audit_record(
+        action,
+        object_type="cron_job",
+        object_id=job.id,
+        summary=f"cron job '{job.name}' {what}",
+        details={"name": job.name, "owner": str(job.owner_id), **details},
+    )
 
 
 def job_schedule(job: CronJob) -> ScheduleSpec:
@@ -246,7 +284,7 @@ def _open_run(*, job: CronJob, trigger: str, scheduled_for: dt.datetime | None, 
                 message_id=f"cron-{run_id}",
             )
     except IntegrityError:
-        return CronRun.objects.create(
+        skipped = CronRun.objects.create(
             id=run_id,
             job=job,
             trigger=trigger,
@@ -257,8 +295,30 @@ def _open_run(*, job: CronJob, trigger: str, scheduled_for: dt.datetime | None, 
             error="a run of this job was still going",
             session_id=_target_session_id(job),
         )
+        _audit_run(job, skipped)
+        return skipped
     CronJob.objects.filter(id=job.id).update(last_run_at=now, last_status=CronRun.Status.RUNNING)
+    _audit_run(job, run)
     return run
+
+
+def _audit_run(job: CronJob, run: CronRun) -> None:
+    """`cron.run`: a run opened (or skipped); by the user who asked for it, or by the system on schedule."""
+    audit_record(
+        CRON_RUN,
+        object_type="cron_job",
+        object_id=job.id,
+        summary=f"cron job '{job.name}' run {run.id} {run.status} ({run.trigger})",
+        details={
+            "name": job.name,
+            "owner": str(job.owner_id),
+            "run_id": run.id,
+            "trigger": run.trigger,
+            "status": run.status,
+            "session_id": run.session_id,
+        },
+        actor=SYSTEM if run.trigger == CronRun.Trigger.SCHEDULE else None,
+    )
 
 
 def _target_session_id(job: CronJob) -> str:

@@ -396,8 +396,18 @@ READ_ONLY_JOB_KEYS = frozenset(
 )
 
 
+def _accepts_read_only_keys(schema: dict[str, Any]) -> None:
+    """The OpenAPI document says what `parse_job` does: a JOB read with GET may be sent back as it is, its
+    read-only keys accepted and ignored."""
+    properties = schema.setdefault("properties", {})
+    for key in sorted(READ_ONLY_JOB_KEYS):
+        properties.setdefault(key, {"description": "Read-only: accepted and ignored."})
+
+
 class JobSpec(_Spec):
     """The writable part of a JOB (docs/protocol.md §2), before the checks that need the database."""
+
+    model_config = ConfigDict(**_Spec.model_config, json_schema_extra=_accepts_read_only_keys)
 
     name: str = Field(min_length=1, max_length=200)
     enabled: bool = True

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Agent, Provider, SiteDefault, ToolSetting
+from mcpservers.models import McpServer
 from tests import factories
 
 
@@ -22,6 +23,7 @@ def test_every_admin_page_opens_for_a_superuser(client: Client, alice: Any) -> N
     provider = Provider.objects.create(id="p", name="P", base_url="http://127.0.0.1:1/v1", api_key="sk-x")
     SiteDefault.objects.update_or_create(id=1, defaults={"provider": provider, "model": "m"})
     ToolSetting.objects.create(agent=Agent.objects.get(name="default"), tool="shell", enabled=False)
+    McpServer.objects.create(agent_id="default", name="time", command="mcp-server-time", env={"K": "v"})
     root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-123")
     client.force_login(root)
 
@@ -50,6 +52,7 @@ def test_every_admin_page_opens_for_a_superuser(client: Client, alice: Any) -> N
         "agents.Provider",
         "agents.SiteDefault",
         "agents.ToolSetting",
+        "mcpservers.McpServer",
     } <= set(opened)
 
 

@@ -15,7 +15,6 @@ from django.utils import timezone
 from agents.contract import ChatRequest, InputError
 from agentsite import db
 from agentsite.db import database_call, database_sync_to_async, insert_row
-from agentsite.services import api_key_create, api_key_is_active, api_key_revoke
 from chat.models import Message, Session
 from chat.store import history_for_model, message_store_pending
 from tests import factories
@@ -150,14 +149,6 @@ def test_storing_a_message_claims_its_id_in_its_session_only() -> None:
         "one",
         "three",
     ]
-
-
-def test_api_key_is_active_until_revoked() -> None:
-    key, secret = api_key_create(user=factories.user("bob"))
-    assert api_key_is_active(secret)
-    assert not api_key_is_active(secret + "x")
-    api_key_revoke(key=key)
-    assert not api_key_is_active(secret)
 
 
 async def test_concurrent_calls_keep_their_order_and_each_gets_its_own_outcome() -> None:

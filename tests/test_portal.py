@@ -111,6 +111,27 @@ def test_keys_page_lists_only_own_active_keys(alice: Any, bob: Any) -> None:
     assert "bob-server" not in content
 
 
+def test_keys_page_shows_when_a_key_expires(alice: Any) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    api_key_create(user=alice, name="forever")
+    api_key_create(user=alice, name="for-a-year", expires_at=timezone.now() + dt.timedelta(days=365))
+    old, _ = api_key_create(user=alice, name="bygone", expires_at=timezone.now() + dt.timedelta(days=1))
+    old.expires_at = timezone.now() - dt.timedelta(days=1)
+    old.save()
+
+    content = logged_in(alice).get("/settings/keys").content.decode()
+    rows = {
+        name: content[content.index(name) :].split("</tr>")[0] for name in ("forever", "for-a-year", "bygone")
+    }
+
+    assert "never" in rows["forever"]
+    assert (timezone.now() + dt.timedelta(days=365)).strftime("%Y-%m-%d") in rows["for-a-year"]
+    assert "expired" in rows["bygone"]
+
+
 def test_inbox_page_and_badge_show_only_own_unread_items(alice: Any, bob: Any) -> None:
     for owner, title in ((alice, "alice report"), (bob, "bob report")):
         inbox_item_create(

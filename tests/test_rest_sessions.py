@@ -50,7 +50,10 @@ def test_create_session_with_a_128_character_id(api: Any, alice_key: str) -> Non
     assert response.status_code == 200, response.content
 
 
-@pytest.mark.parametrize("session_id", ["", "has space", "slash/inside", "ü", "s" * 129, 123, None, ["x"]])
+# "abc\n" was stored (a pattern's `$` matches before a final newline) as a session no lookup finds again.
+@pytest.mark.parametrize(
+    "session_id", ["", "has space", "slash/inside", "ü", "s" * 129, 123, None, ["x"], "abc\n", " abc"]
+)
 def test_create_session_with_invalid_id_is_refused(api: Any, alice_key: str, session_id: Any) -> None:
     error = assert_error(api(alice_key).post(SESSIONS, {"session_id": session_id}), 400, "invalid")
 
@@ -392,6 +395,53 @@ def test_messages_are_listed_oldest_first_with_their_fields(api: Any, alice: Any
     assert second["usage"] == {"total_tokens": 3}
 
 
+def test_messages_page_with_limit_and_cursor_oldest_first(api: Any, alice: Any, alice_key: str) -> None:
+    """Issue 14: `?limit=` was ignored here, even `limit=abc`."""
+    from django.utils import timezone
+
+    session = factories.session(alice, session_id="one")
+    same_instant = timezone.now()
+    for index in range(5):
+        session.messages.create(message_id=f"m{index}", role="user", content="hi", entered_at=same_instant)
+
+    seen: list[str] = []
+    cursor = None
+    while True:
+        url = f"{SESSIONS}/one/messages?limit=2" + (f"&cursor={cursor}" if cursor else "")
+        body = api(alice_key).get(url).json()
+        assert len(body["results"]) <= 2
+        seen += [m["message_id"] for m in body["results"]]
+        if (cursor := body["next"]) is None:
+            break
+    assert seen == [f"m{index}" for index in range(5)]
+    error = assert_error(api(alice_key).get(f"{SESSIONS}/one/messages?limit=abc"), 400, "invalid")
+    assert error["message"] == "limit must be an integer between 1 and 500."
+
+
+def test_the_event_stream_answers_json_errors_to_an_event_source(
+    api: Any, alice: Any, alice_key: str
+) -> None:
+    """A browser's EventSource sends `Accept: text/event-stream`: it got 406 from the JSON-only API."""
+    factories.session(alice, session_id="gone")
+    api(alice_key).delete(f"{SESSIONS}/gone")
+    accept = {"HTTP_ACCEPT": "text/event-stream", "HTTP_AUTHORIZATION": f"Bearer {alice_key}"}
+    from django.test import Client
+
+    client = Client()
+    assert_error(client.get(f"{SESSIONS}/gone/events", **accept), 409, "session_closed")
+    assert_error(client.get(f"{SESSIONS}/missing/events", **accept), 404, "not_found")
+
+
+@pytest.mark.parametrize("since", ["", "abc", "1.5"])
+def test_an_event_stream_since_that_is_no_seq_is_400(
+    api: Any, alice: Any, alice_key: str, since: str
+) -> None:
+    """`?since=` (empty) was taken for no `since` (found by schemathesis: the document says integer)."""
+    factories.session(alice, session_id="one")
+    error = assert_error(api(alice_key).get(f"{SESSIONS}/one/events?since={since}"), 400, "invalid")
+    assert "since" in error["message"]
+
+
 # --- method and misc ------------------------------------------------------------------------------
 
 
@@ -434,3 +484,37 @@ async def test_a_chunked_body_over_the_limit_is_413(alice_key, settings):
         )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "too_large"
+
+
+def test_closing_a_session_whose_turn_no_process_ends_lists_it_cancelled(
+    api: Any, alice: Any, alice_key: str
+) -> None:
+    """A running message left by a process that is gone was listed `closed`, not a status of the history."""
+    from django.utils import timezone
+
+    session = factories.session(alice, session_id="one")
+    session.messages.create(
+        message_id="m1", role="user", content="hi", status="running", entered_at=timezone.now()
+    )
+    session.messages.create(message_id="m2", role="user", content="next", status="pending")
+    assert api(alice_key).delete(f"{SESSIONS}/one").status_code == 200
+    history = api(alice_key).get(f"{SESSIONS}/one/messages").json()["results"]
+    assert [(m["message_id"], m["status"]) for m in history] == [("m1", "cancelled")]
+
+
+def test_the_migration_takes_restored_and_closed_rows_out_of_the_history_statuses(alice: Any) -> None:
+    import importlib
+
+    from django.apps import apps
+    from django.utils import timezone
+
+    migration = importlib.import_module("chat.migrations.0007_restored_messages_leave_the_history")
+    session = factories.session(alice, session_id="old")
+    now = timezone.now()
+    for message_id, status in [("restored", "pending"), ("cut", "closed"), ("done", "completed")]:
+        session.messages.create(
+            message_id=message_id, role="user", content="x", status=status, entered_at=now
+        )
+    migration.forwards(apps, None)
+    listed = {m.message_id: m.status for m in session.messages.filter(entered_at__isnull=False)}
+    assert listed == {"cut": "cancelled", "done": "completed"}

@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("agents", "chat", "acp", "cron", "portal")
+APPS = ("agents", "chat", "acp", "mcpservers", "cron", "portal")
 # agentsite is two things: the kernel every app builds on (settings, database access, errors, fields,
 # authentication, accounts) and the composition root that wires the apps together.
 COMPOSITION = (
@@ -20,14 +20,16 @@ COMPOSITION = (
     "agentsite.views",
     "agentsite.management",
 )
-# Who may import whom. Dependencies point one way: portal → cron → chat → agents ← acp; all → kernel.
+# Who may import whom. Dependencies point one way: portal → cron → chat → agents ← acp, mcpservers;
+# all → kernel.
 ALLOWED = {
     "kernel": set(),
     "agents": {"kernel"},
     "acp": {"kernel", "agents"},
+    "mcpservers": {"kernel", "agents"},
     "chat": {"kernel", "agents"},
     "cron": {"kernel", "agents", "chat"},
-    "portal": {"kernel", "agents", "acp", "chat", "cron"},
+    "portal": {"kernel", "agents", "acp", "mcpservers", "chat", "cron"},
 }
 MAX_LINES = 450
 

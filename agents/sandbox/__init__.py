@@ -1,7 +1,7 @@
 """Where every process a tool starts runs (docs/protocol.md §6.1): the one sandbox launcher.
 
-The `shell` tool's commands and ACP runners (and, through `launch`, any program a tool wraps) start
-here and nowhere else. Two implementations share one interface, chosen once at start-up from
+The `shell` tool's commands, ACP runners and stdio MCP servers (and, through `launch`, any program a
+tool wraps) start here and nowhere else. Two implementations share one interface, chosen once at start-up from
 `AGENTSITE_SANDBOX`: :class:`~agents.sandbox.bwrap.BwrapSandbox` (bubblewrap: namespaces, read-only
 system, the workspace as the only writable place) and :class:`~agents.sandbox.base.NoSandbox` (only
 for users who hold `agents.run_unsandboxed`).
@@ -12,8 +12,10 @@ for users who hold `agents.run_unsandboxed`).
 - :mod:`agents.sandbox.programs`: which host paths a runner's program needs visible.
 - :mod:`agents.sandbox.process`: starting and ending the processes (commands to completion, runners
   with pipes), so that nothing outlives its call.
+- :mod:`agents.sandbox.children`: a long-lived runner (ACP agent, stdio MCP server) as one owned child:
+  its process group, its stderr, its end, and the record that ends it after a server was killed.
 - :mod:`agents.sandbox.site`: the Django side: settings, the start-up probe, the status shown in
-  `/healthz` and the admin, workspace and runner-home folders.
+  `/healthz` and the admin, workspace and runner-home folders, the program a runner starts.
 """
 
 from __future__ import annotations

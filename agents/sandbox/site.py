@@ -21,9 +21,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from agents.sandbox.base import Confinement, Limits, NoSandbox, Sandbox
+from agents.sandbox.base import Confinement, Limits, NoSandbox, Sandbox, SandboxRefused
 from agents.sandbox.bwrap import BwrapSandbox, HostLayout
-from agents.sandbox.programs import sandbox_path_error
+from agents.sandbox.programs import check_program_paths, program_paths, resolve_program, sandbox_path_error
 
 logger = logging.getLogger("agentsite.sandbox")
 
@@ -227,6 +227,19 @@ def runner_home(*, user_id: int, agent_name: str, runner: str) -> Path:
     """A runner's private HOME for one user, kept between its starts (credentials, caches).
     Agent and runner names are 1-64 of [A-Za-z0-9_-], so they are safe folder names."""
     return _ensure(Path(settings.HOMES_DIR) / str(user_id) / agent_name / runner)
+
+
+def program_for(command: str, sandbox_paths: list[str]) -> tuple[str, tuple[Path, ...]]:
+    """A runner's or MCP server's program as an absolute path (a bare name is looked up on the server's
+    PATH), and the host paths that must be visible to run it: its installation, its interpreter's, and the
+    configured `sandbox_paths`. SandboxRefused (a sentence) when it is not found or may not be shown."""
+    search_path = os.environ.get("PATH", "")
+    executable = resolve_program(command, search_path=search_path)
+    if executable is None:
+        raise SandboxRefused(f"the command {command!r} was not found.")
+    shown = program_paths(executable, search_path=search_path)
+    check_program_paths(shown, data_dir=Path(settings.DATA_DIR), code_dir=Path(settings.BASE_DIR))
+    return str(executable), (*shown, *(Path(path) for path in sandbox_paths))
 
 
 def sandbox_path_refusal(raw: str) -> str | None:

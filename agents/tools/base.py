@@ -2,6 +2,10 @@
 
 Django-free on purpose: the turn loop, the ACP delegation and the REST layer all read
 tools through this module, and tests drive it with pytest alone.
+
+Most tools are registered once (the built-ins, `delegate_external_agent`). Tools that exist per agent
+and are found at run time — the tools of an agent's MCP servers — come from a :class:`ToolSource` the
+registry asks; an agent's tools are :meth:`ToolRegistry.for_agent`.
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ import copy
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import pydantic
 from pydantic import BaseModel
@@ -40,13 +44,22 @@ class ToolError(Exception):
     """
 
 
+class AuditSink(Protocol):
+    """Where a turn writes down what it does for the audit trail (docs/protocol.md §6.4): approval
+    decisions, commands run, runners started — in the name of the chat's owner. Injected by the caller
+    (the Django side: agentsite/audit/services.py `TurnAudit`); it never raises."""
+
+    async def __call__(self, action: str, *, summary: str, details: dict[str, Any]) -> None: ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may use about the call's surroundings, injected by the caller.
 
     `sandbox` starts the processes a tool needs (agents/sandbox/); None: this caller offers none, and
     tools that start processes refuse. `user_id`, `agent_name`, `sandbox_network` and
-    `may_run_unsandboxed` (the user holds `agents.run_unsandboxed`) describe whose call it is.
+    `may_run_unsandboxed` (the user holds `agents.run_unsandboxed`) describe whose call it is; `audit`, when
+    given, is told of every decision and every process started.
     """
 
     workspace: Path
@@ -59,6 +72,7 @@ class ToolContext:
     may_run_unsandboxed: bool = False
     emit: Callable[[dict[str, Any]], None] | None = None
     request_permission: Callable[..., Awaitable[Any]] | None = None
+    audit: AuditSink | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -71,15 +85,16 @@ class ToolParams(BaseModel):
 class Tool(ABC):
     """One capability offered to the model.
 
-    Subclasses set the class attributes and implement :meth:`run`. Arguments are
-    validated by :meth:`ToolRegistry.parse` before ``run`` ever sees them.
+    Subclasses set the attributes (on the class; a tool made at run time may set them per instance)
+    and implement :meth:`run`. Arguments are validated by :meth:`ToolRegistry.parse` before ``run``
+    ever sees them.
     """
 
-    name: ClassVar[str]
-    description: ClassVar[str]
+    name: str
+    description: str
     Params: ClassVar[type[BaseModel]]
-    risk: ClassVar[Risk] = "safe"
-    default_enabled: ClassVar[bool] = True
+    risk: Risk = "safe"
+    default_enabled: bool = True
 
     def parameters(self) -> dict[str, Any]:
         """The arguments as a self-contained JSON schema object, as OpenAI function calling wants it.
@@ -146,11 +161,43 @@ class Tool(ABC):
         """Do the work and return the text the model sees; raise ToolError for expected failures."""
 
 
+@dataclass(frozen=True)
+class SourcedTools:
+    """Tools of an agent from one source, and whether some of its tools are not known yet (then
+    :meth:`ToolSource.discover` finds them before the agent's next turn)."""
+
+    tools: list[Tool]
+    undiscovered: bool = False
+
+
+class ToolSource(ABC):
+    """Tools that exist per agent and are found at run time (an agent's MCP servers' tools)."""
+
+    @abstractmethod
+    def tools_for(self, agent_name: str) -> SourcedTools:
+        """The agent's tools from this source as known now (blocking: it may read the database)."""
+
+    async def discover(self, agent_name: str, ctx: ToolContext) -> None:
+        """Find the tools :meth:`tools_for` said are not known yet; a turn of the agent is about to start
+        in the chat session of `ctx`."""
+        return None
+
+    async def close_session(self, session_id: str) -> None:
+        """Release what this source holds for a chat session that was closed."""
+        return None
+
+    async def shutdown(self) -> None:
+        """Release everything: the server is stopping."""
+        return None
+
+
 class ToolRegistry:
-    """Tools by name. The default instance (``agents.tools.registry``) holds the built-ins."""
+    """Tools by name, and the sources of per-agent tools. The default instance (``agents.tools.registry``)
+    holds the built-ins and ``delegate_external_agent``, and the MCP servers' source."""
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
 
     def register(self, tool: Tool) -> None:
         """Add a tool; two tools with one name would make calls ambiguous, so that is refused."""
@@ -168,19 +215,54 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
+    def add_source(self, source: ToolSource) -> None:
+        """Ask `source` for agents' tools from now on (once: adding it again changes nothing)."""
+        if source not in self._sources:
+            self._sources.append(source)
+
+    def for_agent(self, agent_name: str) -> SourcedTools:
+        """Every tool of an agent, switched on or not: the registered ones and its sources' (blocking), by
+        name. A source's tool never hides a registered one of the same name."""
+        tools = dict(self._tools)
+        undiscovered = False
+        for source in self._sources:
+            found = source.tools_for(agent_name)
+            undiscovered = undiscovered or found.undiscovered
+            for tool in found.tools:
+                tools.setdefault(tool.name, tool)
+        return SourcedTools(tools=[tools[name] for name in sorted(tools)], undiscovered=undiscovered)
+
+    def lookup(self, name: str, *, agent_name: str) -> Tool | None:
+        """A tool of the agent by name (blocking when it is not a registered one)."""
+        found = self._tools.get(name)
+        if found is None and self._sources:
+            found = next((tool for tool in self.for_agent(agent_name).tools if tool.name == name), None)
+        return found
+
+    async def discover(self, agent_name: str, ctx: ToolContext) -> None:
+        """Let every source find the agent's tools it does not know yet (before a turn)."""
+        await self._each("discover", [(source, source.discover(agent_name, ctx)) for source in self._sources])
+
     async def close_session(self, session_id: str) -> None:
-        """Tell every tool that a chat session was closed; a failing tool does not stop the others."""
-        await self._each("close_session", [tool.close_session(session_id) for tool in self.all()])
+        """Tell every tool and source that a chat session was closed; a failure does not stop the others."""
+        await self._each("close_session", self._hooks(lambda owner: owner.close_session(session_id)))
 
     async def shutdown(self) -> None:
-        """Tell every tool that the server is stopping."""
-        await self._each("shutdown", [tool.shutdown() for tool in self.all()])
+        """Tell every tool and source that the server is stopping."""
+        await self._each("shutdown", self._hooks(lambda owner: owner.shutdown()))
 
-    async def _each(self, hook: str, calls: list[Awaitable[None]]) -> None:
-        results = await asyncio.gather(*calls, return_exceptions=True)
-        for tool, result in zip(self.all(), results, strict=True):
+    def _hooks(
+        self, hook: Callable[[Tool | ToolSource], Awaitable[None]]
+    ) -> list[tuple[Tool | ToolSource, Awaitable[None]]]:
+        owners: list[Tool | ToolSource] = [*self.all(), *self._sources]
+        return [(owner, hook(owner)) for owner in owners]
+
+    async def _each(self, hook: str, calls: Sequence[tuple[Tool | ToolSource, Awaitable[None]]]) -> None:
+        results = await asyncio.gather(*(call for _, call in calls), return_exceptions=True)
+        for (owner, _), result in zip(calls, results, strict=True):
             if isinstance(result, Exception):
-                logger.error("Tool %s failed in %s", tool.name, hook, exc_info=result)
+                shown = owner.name if isinstance(owner, Tool) else type(owner).__name__
+                logger.error("%s failed in %s", shown, hook, exc_info=result)
 
     def parse(self, name: str, raw_arguments: str | dict[str, Any] | None) -> tuple[Tool, BaseModel]:
         """Resolve a model's tool call into a tool and validated params, or a ToolError the model reads."""

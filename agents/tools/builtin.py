@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
@@ -23,7 +22,7 @@ class CurrentTimeTool(Tool):
     name = "get_current_time"
     description = "Get the current date and time, in UTC or in a given IANA time zone."
     Params = CurrentTimeParams
-    risk: ClassVar[Risk] = "safe"
+    risk: Risk = "safe"
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, CurrentTimeParams)

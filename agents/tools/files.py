@@ -12,16 +12,16 @@ import difflib
 import os
 import stat
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
 from agents.tools.workspace import (
     display_path,
-    give_to_workspace_owner,
-    make_folders,
+    open_inside,
     resolve_in_workspace,
+    write_inside,
 )
 
 MAX_LIST_ENTRIES = 500
@@ -42,7 +42,7 @@ class ListFilesTool(Tool):
         "(file, directory, symlink) and size in bytes."
     )
     Params = ListFilesParams
-    risk: ClassVar[Risk] = "safe"
+    risk: Risk = "safe"
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, ListFilesParams)
@@ -89,23 +89,27 @@ class ReadFileTool(Tool):
         "are truncated, with a note saying so."
     )
     Params = ReadFileParams
-    risk: ClassVar[Risk] = "safe"
+    risk: Risk = "safe"
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, ReadFileParams)
         target = resolve_in_workspace(ctx.workspace, params.path)
-        return await asyncio.to_thread(_read_text, target, params.path)
+        return await asyncio.to_thread(_read_text, ctx.workspace, target, params.path)
 
 
-def _read_text(target: Path, shown: str) -> str:
+def _read_text(workspace: Path, target: Path, shown: str) -> str:
     if not target.exists():
         raise ToolError(f"There is no file '{shown}' in the workspace.")
     if target.is_dir():
         raise ToolError(f"'{shown}' is a directory; use list_files to see its contents.")
     if not target.is_file():
         raise ToolError(f"'{shown}' is not a regular file.")
-    size = target.stat().st_size
-    with target.open("rb") as handle:
+    try:
+        fd = open_inside(workspace, target)
+    except OSError as exc:
+        raise ToolError(f"Could not read '{shown}': {exc.strerror}.") from None
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(fd).st_size
         data = handle.read(MAX_READ_BYTES)
     text = _decode_text(data, shown, complete=size <= len(data))
     if size > len(data):
@@ -141,7 +145,7 @@ class WriteFileTool(Tool):
         "missing parent folders are created."
     )
     Params = WriteFileParams
-    risk: ClassVar[Risk] = "dangerous"
+    risk: Risk = "dangerous"
 
     def describe(self, params: BaseModel) -> str | None:
         assert isinstance(params, WriteFileParams)
@@ -155,7 +159,7 @@ class WriteFileTool(Tool):
             target = resolve_in_workspace(workspace, params.path)
         except ToolError:
             return None  # the call fails when it runs; the arguments show what was asked
-        old = _old_text(target)
+        old = _old_text(workspace, target)
         shown: dict[str, Any] = {"kind": "diff", "path": params.path, "exists": target.is_file()}
         new_lines = params.content.splitlines(keepends=True)
         old_lines = old.splitlines(keepends=True) if old is not None else []
@@ -185,26 +189,20 @@ def _write_bytes(workspace: Path, target: Path, data: bytes, shown: str) -> None
     if target.is_dir():
         raise ToolError(f"'{shown}' is a directory; give a file path.")
     try:
-        make_folders(workspace, target.parent)
-    except OSError as exc:
-        raise ToolError(f"Could not create the folders for '{shown}': {exc.strerror}.") from None
-    # The parents may have been swapped for a symlink since we resolved; check again, and never
-    # follow a symlink at the final component.
-    resolve_in_workspace(workspace, display_path(workspace, target.parent))
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        write_inside(workspace, target, data)
     except OSError as exc:
         raise ToolError(f"Could not write '{shown}': {exc.strerror}.") from None
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    give_to_workspace_owner(workspace, target)
 
 
-def _old_text(target: Path) -> str | None:
+def _old_text(workspace: Path, target: Path) -> str | None:
     """The file's text as it is now (None: missing, not a file, binary or not UTF-8); read bounded."""
     if not target.is_file():
         return None
-    with target.open("rb") as handle:
+    try:
+        fd = open_inside(workspace, target)
+    except (OSError, ToolError):
+        return None
+    with os.fdopen(fd, "rb") as handle:
         data = handle.read(MAX_READ_BYTES)
     try:
         return _decode_text(data, target.name, complete=len(data) < MAX_READ_BYTES)

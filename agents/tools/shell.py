@@ -8,8 +8,10 @@ built from scratch so the server's secrets (``OPENAI_API_KEY``, ``SECRET_KEY``, 
 
 from __future__ import annotations
 
+import asyncio
 import signal
-from typing import ClassVar
+import time
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -17,6 +19,7 @@ from agents.approvals import always_refused
 from agents.sandbox import Confinement, SandboxRefused, run_command
 from agents.sandbox.process import OUTPUT_CAP_BYTES
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
+from agentsite.audit.actions import COMMAND_RUN
 
 DEFAULT_TIMEOUT_SECONDS = 60
 MAX_TIMEOUT_SECONDS = 600
@@ -43,7 +46,7 @@ class ShellTool(Tool):
         "when it ends or times out."
     )
     Params = ShellParams
-    risk: ClassVar[Risk] = "dangerous"
+    risk: Risk = "dangerous"
 
     def describe(self, params: BaseModel) -> str | None:
         assert isinstance(params, ShellParams)
@@ -67,6 +70,8 @@ class ShellTool(Tool):
             network=ctx.sandbox_network,
             may_run_unsandboxed=ctx.may_run_unsandboxed,
         )
+        # Every command is in the audit trail (docs/protocol.md §6.4), however it ends.
+        audit = _CommandAudit(ctx, params, sandboxed=ctx.sandbox.mode != "none")
         try:
             result = await run_command(
                 ["/bin/sh", "-c", params.command],
@@ -75,9 +80,15 @@ class ShellTool(Tool):
                 limit_seconds=params.timeout_seconds,
             )
         except SandboxRefused as exc:
+            await audit.ended("refused", error=str(exc))
             raise ToolError(str(exc)) from None
         except OSError as exc:
+            await audit.ended("failed", error=str(exc.strerror))
             raise ToolError(f"Could not start the command in the workspace: {exc.strerror}.") from None
+        except asyncio.CancelledError:  # the turn was cancelled: the command was killed
+            await asyncio.shield(audit.ended("cancelled"))
+            raise
+        await audit.ended("timed_out" if result.timed_out else "exited", exit_code=result.returncode)
         output = result.output or "(no output)"
         if result.timed_out:
             raise ToolError(
@@ -85,6 +96,31 @@ class ShellTool(Tool):
                 f"process it started. Output before the timeout:\n{output}"
             )
         return f"{output}\n{_exit_note(result.returncode)}"
+
+
+class _CommandAudit:
+    """A command's `command.run` entry: what ran, sandboxed or not, how it ended, how long it took."""
+
+    def __init__(self, ctx: ToolContext, params: ShellParams, *, sandboxed: bool) -> None:
+        self.ctx = ctx
+        self.details: dict[str, Any] = {
+            "tool": ShellTool.name,
+            "command": params.command,
+            "sandboxed": sandboxed,
+            "timeout_seconds": params.timeout_seconds,
+        }
+        self.started = time.monotonic()
+
+    async def ended(self, status: str, *, exit_code: int | None = None, error: str | None = None) -> None:
+        if self.ctx.audit is None:
+            return
+        details = {**self.details, "status": status, "exit_code": exit_code}
+        details["duration_ms"] = round((time.monotonic() - self.started) * 1000)
+        if error is not None:
+            details["error"] = error
+        ending = f"exit code {exit_code}" if status == "exited" else status.replace("_", " ")
+        summary = f"shell: {self.details['command'][:200]} ({ending})"
+        await self.ctx.audit(COMMAND_RUN, summary=summary, details=details)
 
 
 def _exit_note(returncode: int) -> str:

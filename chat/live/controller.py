@@ -66,6 +66,9 @@ class SessionController(Turns):
         self._audience = Audience(publish)
         self.on_turn_change = on_turn_change  # public: the service attaches its counter when unset
         self.pending: list[PendingItem] = sorted(pending, key=order_key)
+        # Every message this controller has held (loaded, submitted, adopted, interrupted): a stored message
+        # handed over again (the receiving process's Submit after a load or an adoption took it) is a repeat.
+        self._held = {item.request.message_id for item in self.pending}
         for item in self.pending:
             item.steer_requested = False  # deferred steers belonged to a turn that no longer exists
         self._next_order = max(next_order, max((i.order + 1 for i in self.pending), default=0))
@@ -86,17 +89,22 @@ class SessionController(Turns):
         """Queue a message; start it when idle (and not paused, unless `steer` = "send now").
 
         Its first save claims its id (a duplicate is refused before anything changes), unless `stored`:
-        the process that received it wrote its row already."""
+        the process that received it wrote its row already. A stored message this controller holds or held
+        already (loaded with the queue, adopted) is a repeat: acknowledged, it changes nothing."""
         async with self._lock:
             self._check_open(request.message_id)
+            if stored and request.message_id in self._held:
+                return self._repeat(request.message_id)
             item = PendingItem(request=request, order=self._next_order)
             if self.active_task is None and (steer or (not self.paused and not self.pending)):
                 slot = await self._slot()
                 if slot is not None:
                     await self._start(item, slot, unpause=steer, new=not stored)
+                    self._held.add(request.message_id)
                     self._next_order += 1
                     return self._ack(item, "started")
             await self._save(item, "pending", new=not stored)
+            self._held.add(request.message_id)  # once stored: a refused duplicate is not this queue's
             self._next_order += 1
             bisect.insort(self.pending, item, key=order_key)
             if steer and self.active_task is None:  # its user's turn slots are all taken: first in line
@@ -189,6 +197,7 @@ class SessionController(Turns):
         async with self._lock:
             if self.closed:
                 return
+            self._held.add(message_id)
             placeholder = PendingItem(request=ChatRequest(message_id=message_id, content=""), order=-1)
             await self._save(placeholder, "interrupted")
             await self._set_paused(True)
@@ -198,6 +207,14 @@ class SessionController(Turns):
         """Publish an event that no turn produced, e.g. the assistant message a cron text job adds
         (cron/runner.py): numbered and delivered like every other event; ignored once the session closed."""
         self._emit(dict(event))
+
+    async def adopt(self, stored: Sequence[ChatRequest]) -> None:
+        """Messages stored for this session while its owner could not be reached (the process that received
+        them found no owner, or the hand-over was lost): queued here, in order, unless this controller holds
+        or held them already. The database is the truth (docs/architecture.md)."""
+        for request in stored:
+            if request.message_id not in self._held and not self.closed:
+                await self.submit(request, stored=True)
 
     async def kick(self) -> None:
         """Start the head of the queue if nothing runs and the queue is not paused (after a takeover
@@ -210,9 +227,13 @@ class SessionController(Turns):
         """Stop the turn and forget everything without storing or publishing anything more: this process
         lost the session to another owner (fencing), or a service it depends on failed. The stored state
         is the truth. `notice` goes to every subscriber first (chat/live/sessions.py UNAVAILABLE)."""
+        self.silence(notice)
+        await self.close()
+
+    def silence(self, notice: dict[str, Any] | None = None) -> None:
+        """From now on store and publish nothing (abandon's first step, at once); `notice` to subscribers."""
         self._store = None
         self._audience.silence(notice)
-        await self.close()
 
     # ------------------------------------------------------------------ subscribers
 
@@ -239,6 +260,18 @@ class SessionController(Turns):
         }
 
     # ------------------------------------------------------------------ command helpers
+
+    def _repeat(self, message_id: str) -> dict[str, Any]:
+        """The ack of a message this controller already holds (or held): where it is now."""
+        for item in self.pending:
+            if item.request.message_id == message_id:
+                return self._ack(item, "queued")
+        if self.active_request is not None and self.active_request.message_id == message_id:
+            return {"message_id": message_id, "status": "started"}
+        steered = self._turn is not None and any(
+            i.request.message_id == message_id for i in self._turn.steered
+        )
+        return {"message_id": message_id, "status": "steered" if steered else "queued"}
 
     def _check_open(self, message_id: str | None) -> None:
         if self.closed:

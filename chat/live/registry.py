@@ -87,8 +87,16 @@ class LiveRegistry:
         return self.logs[session_id]
 
     async def dispatch(self, session_id: str, command: Command) -> Any:
-        """Run a queue command on the session's controller; returns its ack (None for Cancel)."""
+        """Run a queue command on the session's controller; returns its ack (None for Cancel).
+
+        Shielded: a caller that goes away (its socket closed) does not stop a command half-way, between
+        storing a change and making it live (a message stored but in nobody's queue would never run)."""
         controller = await self.get(session_id)
+        task = asyncio.ensure_future(self._run(controller, command))
+        task.add_done_callback(_outcome_taken)
+        return await asyncio.shield(task)
+
+    async def _run(self, controller: SessionController, command: Command) -> Any:
         match command:
             case Submit(request=request, steer=steer, stored=stored):
                 return await controller.submit(request, steer=steer, stored=stored)
@@ -177,3 +185,10 @@ class LiveRegistry:
         logs = list(self.logs.values())
         self.logs.clear()
         await asyncio.gather(*(log.aclose() for log in logs))
+
+
+def _outcome_taken(task: asyncio.Future[Any]) -> None:
+    """A command whose caller went away has its error (a refused duplicate, say) taken here, not logged as
+    an exception nobody retrieved: it was the caller's to hear."""
+    if not task.cancelled():
+        task.exception()

@@ -24,6 +24,7 @@ from django.conf import settings
 
 from agents.contract import Runtime
 from agents.tools import registry as tool_registry
+from agentsite.credentials import AccountWatch
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError
@@ -52,7 +53,12 @@ Fanout = Callable[[dict[str, Any]], None]
 
 
 class NotOwner(Exception):
-    """Another process took the session while this one tried to load it."""
+    """Another process took the session while this one tried to load it. `token`: the newest fencing
+    token the database has seen for the session, when that is why."""
+
+    def __init__(self, session_id: str, token: int | None = None) -> None:
+        super().__init__(session_id)
+        self.token = token
 
 
 class Unavailable(DomainError):
@@ -113,6 +119,8 @@ class LiveSessions(ABC):
             max_concurrent_turns=max_concurrent_turns or settings.AGENTSITE_MAX_CONCURRENT_TURNS,
         )
         self.sockets = Sockets()
+        # Sockets and SSE streams by what they authenticated with: closed when that ends (on any process).
+        self.accounts = AccountWatch()
         # A user's turns at once, across the deployment (the cluster counts them in Redis).
         self.slots = TurnSlots(settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
         self._started = False
@@ -133,6 +141,7 @@ class LiveSessions(ABC):
             if self._started:
                 return
             await self._start()
+            await self.accounts.start()
             self._janitor = asyncio.get_running_loop().create_task(self._evict_idle_forever())
             self._started = True
 
@@ -143,6 +152,7 @@ class LiveSessions(ABC):
         if self._janitor is not None:
             self._janitor.cancel()
             await asyncio.gather(self._janitor, return_exceptions=True)
+        await self.accounts.stop()
         await self._stop_sessions()
         await self.registry.shutdown()
         await tool_registry.shutdown()  # no ACP runner outlives the server
@@ -285,8 +295,8 @@ class LiveSessions(ABC):
         a session this process dropped earlier."""
         try:
             state = await database_sync_to_async(load_state)(session_id, seq_block=SEQ_BLOCK, token=token)
-        except Fenced:
-            raise NotOwner(session_id) from None
+        except Fenced as exc:
+            raise NotOwner(session_id, exc.token) from None
         known = {item.request.message_id for item in state.pending} | set(state.running_message_ids)
         store = DjangoQueueStore(
             session_id, token=token, known=known, on_failure=lambda: self._spawn(self.fail(session_id))
@@ -311,11 +321,14 @@ class LiveSessions(ABC):
             next_order=state.next_order,
             gate=self.slots.gate(state.user_id),
         )
-        for message_id in state.running_message_ids:
-            # Its turn died with the process that ran it (docs/protocol.md §3.4).
-            await controller.interrupt_stored_turn(message_id)
-        # Messages stored while the session had no owner run now, unless the queue is paused.
-        await controller.kick()
+        try:
+            for message_id in state.running_message_ids:
+                # Its turn died with the process that ran it (docs/protocol.md §3.4).
+                await controller.interrupt_stored_turn(message_id)
+            # Messages stored while the session had no owner run now, unless the queue is paused.
+            await controller.kick()
+        except Fenced as exc:  # a newer owner claimed it meanwhile
+            raise NotOwner(session_id, exc.token) from None
         return controller, log
 
     def _spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:

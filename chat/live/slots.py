@@ -93,6 +93,9 @@ class TurnSlots:
     def waiting_users(self) -> list[int]:
         return list(self._waiting)
 
+    async def stop(self) -> None:
+        """Nothing to give back in one process (the cluster's slots stop renewing their leases)."""
+
     def _woken(self, task: asyncio.Task[None]) -> None:
         self._wakers.discard(task)
         if not task.cancelled() and task.exception() is not None:

@@ -1,4 +1,5 @@
-"""Settings pages: API keys (every user); agents, tool switches, ACP runners and providers (staff)."""
+"""Settings pages: API keys (every user); agents, tool switches, MCP servers, ACP runners and providers
+(staff)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from acp.updates import TOOL_PARSE_MODES
 from agents.models import Agent, Provider, SiteDefault
 from agents.services import tool_items_for
 from agentsite.models import ApiKey
+from mcpservers.services import server_list
 from portal.access import AuthenticatedHttpRequest, staff_required
 
 
@@ -42,6 +44,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
         "tools": tool_items_for(agent=agent),
         "runners": runners,
         "parse_modes": TOOL_PARSE_MODES,
+        "mcp_servers": sorted(server_list(agent=agent).items()),
         "nav": "agents",
     }
     return render(request, "portal/agent_detail.html", context)
@@ -49,7 +52,7 @@ def agent_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 @staff_required
 def providers(request: HttpRequest) -> HttpResponse:
-    site = SiteDefault.load()
+    site = SiteDefault.objects.filter(id=1).first() or SiteDefault()  # reading writes nothing (nor audits)
     context = {
         "providers": Provider.objects.order_by("name"),
         "active_provider": site.provider_id,

@@ -11,6 +11,7 @@ from django.db.models import Sum
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
+from agentsite.models import integer_pk
 from chat.models import Usage
 from chat.usage import daily_totals, usage_report
 from portal.access import AuthenticatedHttpRequest
@@ -56,7 +57,8 @@ def usage(request: AuthenticatedHttpRequest) -> HttpResponse:
     who: Any = request.user
     wanted = request.GET.get("user", "")
     if wanted and request.user.is_staff:
-        who = get_user_model().objects.filter(pk=int(wanted)).first() if wanted.isdigit() else None
+        pk = integer_pk(wanted)
+        who = get_user_model().objects.filter(pk=pk).first() if pk is not None else None
         if who is None:
             raise Http404("No such user")
     report = usage_report(user_id=who.pk, days=DAYS)

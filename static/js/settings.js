@@ -11,6 +11,13 @@
 
   // API keys: the new key is shown once, with a Copy button; a row joins the table.
   const keyForm = $("key-form");
+  const dateTime = (iso) => iso.slice(0, 16).replace("T", " ");
+  window.agentsiteKeyBody = function () {
+    const days = Number($("key-expires").value);
+    const body = { name: $("key-name").value };
+    if (days) body.expires_at = new Date(Date.now() + days * 86400000).toISOString();
+    return body;
+  };
   if (keyForm) {
     keyForm.addEventListener("api:done", (e) => {
       const key = e.detail;
@@ -23,7 +30,8 @@
       if (empty) empty.remove();
       const tr = document.createElement("tr");
       tr.dataset.row = "";
-      const cells = [key.name || "(unnamed)", key.prefix + "…", key.created_at.slice(0, 16).replace("T", " "), "never"];
+      const expires = key.expires_at ? dateTime(key.expires_at) : "never";
+      const cells = [key.name || "(unnamed)", key.prefix + "…", dateTime(key.created_at), expires, "never"];
       for (const text of cells) {
         const td = document.createElement("td");
         td.textContent = text;
@@ -42,6 +50,7 @@
       tr.appendChild(td);
       tbody.prepend(tr);
       $("key-name").value = "";
+      $("key-expires").value = "";
     });
   }
 
@@ -89,9 +98,37 @@
     });
   });
 
-  // A new ACP runner: its name is part of the URL.
-  document.querySelectorAll("form[data-runner-new]").forEach((form) => {
-    const name = form.querySelector("[data-runner-name]");
+  // MCP servers: "Test" lists the tools the server offers (or says why it could not).
+  document.querySelectorAll("button.mcp-test").forEach((b) => {
+    b.addEventListener("api:done", (e) => {
+      const out = $(b.dataset.target);
+      const r = e.detail || {};
+      out.classList.toggle("error", !r.ok);
+      out.classList.toggle("ok", !!r.ok);
+      if (!r.ok) {
+        out.textContent = "Failed: " + ((r.error && r.error.message) || "no answer");
+        return;
+      }
+      const names = (r.tools || []).map((t) => t.name);
+      out.textContent = names.length
+        ? "It answered with " + names.length + " tool" + (names.length === 1 ? "" : "s") + ": " + names.join(", ") + "."
+        : "It answered, but offers no tools.";
+    });
+  });
+
+  // MCP server forms show the fields of the chosen transport only (hidden fields are not sent).
+  document.querySelectorAll("form[data-transport-form]").forEach((form) => {
+    const select = form.querySelector("[data-transport]");
+    const sync = () => {
+      form.querySelectorAll("[data-for-transport]").forEach((box) => { box.hidden = box.dataset.forTransport !== select.value; });
+    };
+    select.addEventListener("change", sync);
+    sync();
+  });
+
+  // A new ACP runner or MCP server: its name is part of the URL.
+  document.querySelectorAll("form[data-named-new]").forEach((form) => {
+    const name = form.querySelector("[data-new-name]");
     const base = form.dataset.api;
     const sync = () => { form.dataset.api = base + encodeURIComponent(name.value.trim()); };
     name.addEventListener("input", sync);

@@ -19,6 +19,7 @@ from channels.testing import WebsocketCommunicator
 from acp.services import runner_upsert
 from agents.services import default_agent_ensure, tool_set_enabled
 from agentsite.dev.fake_llm import Reply
+from tests.support.processes import pids_with_env
 from tests.support.runner_kit import mock_runner_script, runner_folder, runner_python
 from tests.support.ws import send
 
@@ -76,12 +77,13 @@ async def run_turn(
     approval_mode: str = "full_access",
     answer: Answer = approve,
     until: str = "result",
+    frame_timeout: float = FRAME_TIMEOUT,
 ) -> list[dict[str, Any]]:
     """Send a message and read every frame up to and including its `result`, answering confirmations."""
     await send(ws, {"type": "message", "content": content, "approval_mode": approval_mode})
     frames: list[dict[str, Any]] = []
     while True:
-        frame = await ws.receive_json_from(timeout=FRAME_TIMEOUT)
+        frame = await ws.receive_json_from(timeout=frame_timeout)
         frames.append(frame)
         if frame["type"] == "confirmation_request":
             reply = answer(frame["data"])
@@ -102,18 +104,7 @@ def tool_results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def marker_pids(marker: str) -> list[int]:
     """Live processes whose environment carries this runner's marker (the runner and its children)."""
-    needle = f"ACP_TEST_MARKER={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as environ:
-                if needle in environ.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+    return pids_with_env(f"ACP_TEST_MARKER={marker}")
 
 
 def group_gone(pgid: int, within: float = 5.0) -> bool:

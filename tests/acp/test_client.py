@@ -19,10 +19,10 @@ import pytest
 
 from acp.client import AcpConnection, AcpError, AcpRunnerSpec
 from acp.policy import PermissionDecision, PermissionRequest, decide_permission
-from acp.process import STDERR_TAIL_BYTES
 from acp.sessions import AcpSessionRegistry
 from acp.updates import RenderedUpdate, render_update
 from agents.sandbox.base import NoSandbox
+from agents.sandbox.children import STDERR_TAIL_BYTES
 from tests.support.acp_sdk import acp_sdk
 
 plan_entry, start_tool_call, text_block = acp_sdk.plan_entry, acp_sdk.start_tool_call, acp_sdk.text_block

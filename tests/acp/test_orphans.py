@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from acp.process import group_exists, sweep_orphans
+from agents.sandbox.children import group_exists, sweep_orphans
 
 MOCK = Path(__file__).resolve().parents[1] / "support" / "mock_acp_runner.py"
 
@@ -26,7 +26,7 @@ def test_a_killed_servers_runner_is_ended_by_the_sweep_and_a_live_servers_is_kep
         sys.path.insert(0, {str(Path.cwd())!r})
         from agents.sandbox import Confinement
         from agents.sandbox.base import NoSandbox
-        from acp import process
+        from agents.sandbox import children as process
         process.RECORD_DIR = Path({str(records)!r})
         async def main():
             confinement = Confinement(

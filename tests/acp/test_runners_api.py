@@ -89,7 +89,9 @@ def test_invalid_runners_are_refused_with_the_field_named(api, staff_key, body, 
     response = api(staff_key).put(f"{BASE}/claude", body)
     assert response.status_code == 400
     error = response.json()["error"]
-    assert error["code"] == "invalid" and field in error["fields"] and error["message"]
+    assert error["code"] == "invalid" and error["message"]
+    # A problem inside a list or an object is named by its dotted path (`args.0`, `env.KEY`).
+    assert any(name == field or name.startswith(f"{field}.") for name in error["fields"]), error
     assert not AcpRunner.objects.exists()
 
 

@@ -232,7 +232,7 @@ def test_the_probe_finds_bubblewrap_here() -> None:
 # --- the one launcher ------------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCTION = ["agentsite", "agents", "chat", "acp", "cron"]
+PRODUCTION = ["agentsite", "agents", "chat", "acp", "mcpservers", "cron", "portal"]
 # Where a process may be started: the sandbox launcher (and its start-up probe), and `serve`, which starts
 # the server's own worker processes (nothing a user drives).
 LAUNCHERS = {"agents/sandbox/process.py", "agents/sandbox/site.py", "agentsite/management/commands/serve.py"}

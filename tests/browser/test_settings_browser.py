@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
@@ -31,6 +32,21 @@ def test_api_key_is_shown_once_then_revoked(page: Any) -> None:
     expect(page.locator("#keys tbody tr", has_text="browser script")).to_have_count(0)
     page.reload()
     expect(page.locator("#keys tbody tr", has_text="browser script")).to_have_count(0)
+
+
+def test_a_key_made_in_the_portal_may_expire(page: Any) -> None:
+    page.goto("/settings/keys")
+    page.get_by_label("Name").fill("for a month")
+    page.get_by_label("Expires").select_option(label="in 30 days")
+    page.get_by_role("button", name="Create key").click()
+
+    expect(page.get_by_label("New API key")).to_have_value(re.compile(r"^ask_"))
+    in_a_month = (dt.datetime.now(dt.UTC) + dt.timedelta(days=30)).strftime("%Y-%m-%d")
+    row = page.locator("#keys tbody tr", has_text="for a month")
+    expect(row).to_contain_text(in_a_month)
+    expect(page.get_by_label("Expires")).to_have_value("")  # the next key never expires unless told
+    page.reload()
+    expect(row).to_contain_text(in_a_month)
 
 
 def test_provider_connection_test_and_a_tool_switch(page: Any) -> None:

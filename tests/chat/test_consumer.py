@@ -11,6 +11,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from agentsite.models import ApiKey
+from agentsite.services import api_key_revoke
 from chat.live import live_sessions, reset_live_sessions
 from tests import factories
 from tests.support.ws import closed_with, connect, receive_until, rest, send
@@ -95,14 +96,36 @@ async def test_revoked_api_key_is_unauthorized(session, alice_key):
     assert await closed_with(ws) == 4401
 
 
-async def test_key_revoked_while_connected_is_refused_on_the_next_frame(session, alice_key):
+async def test_a_key_revoked_while_connected_closes_the_socket_with_no_frame_sent(session, alice_key):
     ws, first = await connect(session.id, key=alice_key)
     assert first["type"] == "connected"
-    await sync_to_async(ApiKey.objects.update)(revoked_at="2026-01-01T00:00:00Z")
-    await send(ws, {"type": "ping"})
-    frame = await ws.receive_json_from()
+    key = await sync_to_async(ApiKey.objects.get)()
+    await sync_to_async(api_key_revoke)(key=key)  # as DELETE /auth/keys/{id} and the admin do
+    frame = await ws.receive_json_from(timeout=2)
+    assert frame == {"type": "error", "data": {"code": "unauthorized", "message": "The api_key was revoked."}}
+    assert await closed_with(ws) == 4401
+
+
+async def test_a_key_revoked_behind_the_servers_back_closes_the_socket_within_2_s(session, alice_key):
+    ws, first = await connect(session.id, key=alice_key)
+    assert first["type"] == "connected"
+    await sync_to_async(ApiKey.objects.update)(revoked_at="2026-01-01T00:00:00Z")  # no signal: the sweep
+    frame = await ws.receive_json_from(timeout=2.5)
     assert frame["data"]["code"] == "unauthorized"
     assert await closed_with(ws) == 4401
+
+
+async def test_frames_after_the_account_ended_are_ignored(session, alice, alice_key):
+    ws, _ = await connect(session.id, key=alice_key)
+    alice.is_active = False
+    await sync_to_async(alice.save)()
+    frame = await ws.receive_json_from(timeout=2)
+    assert frame["data"]["code"] == "unauthorized" and "deactivated" in frame["data"]["message"]
+    await send(ws, {"type": "message", "content": "too late", "message_id": "late"})
+    assert await closed_with(ws) == 4401
+    await send(ws, {"type": "ping"})
+    assert await ws.receive_nothing(timeout=0.3)
+    assert not await sync_to_async(session.messages.filter(message_id="late").exists)()
 
 
 @override_settings(AGENTSITE_AUTH="open")
@@ -130,7 +153,8 @@ async def _session_cookie(user) -> bytes:  # type: ignore[no-untyped-def]
 async def test_cookie_auth_from_an_allowed_origin_is_accepted(session, alice):
     cookie = await _session_cookie(alice)
     ws, first = await connect(
-        session.id, headers=[(b"cookie", cookie), (b"origin", b"http://localhost:8000")]
+        session.id,
+        headers=[(b"cookie", cookie), (b"host", b"localhost:8000"), (b"origin", b"http://localhost:8000")],
     )
     assert first["type"] == "connected"
     await ws.disconnect()

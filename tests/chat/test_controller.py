@@ -707,3 +707,75 @@ async def test_published_events_carry_increasing_seq_and_every_subscriber_sees_t
         "final_answer",
         "result",
     ]
+
+
+async def test_a_stored_message_handed_over_after_the_queue_loaded_it_runs_once(
+    make: MakeController, runtime: ScriptedRuntime
+) -> None:
+    """Several processes: the process that received M stores it, then hands it to the owner; when the owner
+    loaded the queue after M was stored (it took the session over meanwhile), M is there already. The
+    hand-over is acknowledged and changes nothing: M does not run twice (found by bench/soak.py)."""
+    controller = make(pending=[PendingItem(request("M"), order=0)], next_order=1)
+    queue, _ = controller.subscribe()
+    again = await controller.submit(request("M"), stored=True)
+    assert again == {"message_id": "M", "status": "queued", "position": 0}
+    assert [item.request.message_id for item in controller.pending] == ["M"]
+    await controller.kick()
+    stream = await runtime.stream_at(0)
+    assert await controller.submit(request("M"), stored=True) == {"message_id": "M", "status": "started"}
+    stream.release()
+    await controller.submit(request("N"))  # runs after M: the queue goes on
+    (await runtime.stream_at(1)).release()
+    async with asyncio.timeout(2):
+        while controller.active_task is not None:
+            await asyncio.sleep(0.01)
+    assert [status for status in statuses(drain(queue)) if status[1] != "queued"] == [
+        ("message_status", "started", "M"),
+        ("result", "completed", "M"),
+        ("message_status", "started", "N"),
+        ("result", "completed", "N"),
+    ]
+    assert [s.request.message_id for s in runtime.streams] == ["M", "N"]
+    interrupted = make("two", next_order=0)
+    await interrupted.interrupt_stored_turn("T")  # a turn it took over from a dead process
+    assert (await interrupted.submit(request("T"), stored=True))["message_id"] == "T"
+    assert interrupted.pending == [] and interrupted.active_task is None
+
+
+async def test_stored_messages_adopted_from_storage_are_queued_once(
+    make: MakeController, runtime: ScriptedRuntime
+) -> None:
+    """Messages stored while the owner could not be reached join the queue (the watchdog hands them over)
+    once, in order, whatever else hands them over again."""
+    controller = make()
+    await controller.adopt([request("A"), request("B")])
+    assert controller.active_request is not None and controller.active_request.message_id == "A"
+    assert [item.request.message_id for item in controller.pending] == ["B"]
+    await controller.adopt([request("A"), request("B")])
+    assert await controller.submit(request("B"), stored=True) == {
+        "message_id": "B",
+        "status": "queued",
+        "position": 0,
+    }
+    assert [item.request.message_id for item in controller.pending] == ["B"]
+    (await runtime.stream_at(0)).release()
+    (await runtime.stream_at(1)).release()
+    async with asyncio.timeout(2):
+        while controller.active_task is not None or controller.pending:
+            await asyncio.sleep(0.01)
+    await controller.adopt([request("A")])  # it ran already: not again
+    assert controller.active_task is None and len(runtime.streams) == 2
+
+
+async def test_a_duplicate_refused_here_does_not_keep_the_stored_message_from_its_queue(
+    make: MakeController, runtime: ScriptedRuntime
+) -> None:
+    """A client sends M again (same id) while M's row, stored by another process, waits for adoption: the
+    resend is refused as a duplicate, and M is still adopted and run."""
+    store = RecordingStore()
+    store.statuses["M"] = "pending"  # stored by the process that received it
+    controller = make(store=store, publish=store.publish)
+    with pytest.raises(InputError):
+        await controller.submit(request("M"))
+    await controller.adopt([request("M")])
+    assert controller.active_request is not None and controller.active_request.message_id == "M"

@@ -185,3 +185,20 @@ def test_the_openapi_document_describes_the_file_endpoints(api: Any, alice_key: 
     item = paths["/api/v1/chat/sessions/{session_id}/files/{path}"]
     assert {"get", "put", "delete"} <= set(item)
     assert "application/octet-stream" in item["put"]["requestBody"]["content"]
+
+
+def test_a_file_is_served_whatever_type_the_client_accepts(
+    client: Client, alice_key: str, workspace: Path
+) -> None:
+    """An <img> may ask for `image/png` alone: the API's JSON-only negotiation answered 406 (issue 14)."""
+    png = raw(client, alice_key, "get", f"{FILES}/logo.png", HTTP_ACCEPT="image/png")
+    assert png.status_code == 200 and body_of(png).startswith(b"\x89PNG")
+    missing = raw(client, alice_key, "get", f"{FILES}/nope.png", HTTP_ACCEPT="image/png")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("flag", ["preview=maybe", "download=2"])
+def test_a_flag_that_is_not_true_or_false_is_400(
+    client: Client, alice_key: str, workspace: Path, flag: str
+) -> None:
+    assert_error(raw(client, alice_key, "get", f"{FILES}/README.md?{flag}"), 400, "invalid")

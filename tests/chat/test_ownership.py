@@ -71,3 +71,36 @@ async def test_release_of_a_lease_someone_else_holds_does_nothing(redis_client):
     await two.release(sid)
     assert (await two.owner_of(sid)).owner == "one"  # type: ignore[union-attr]
     await one.release(sid)
+
+
+async def test_a_renewal_that_gets_no_answer_loses_the_lease_by_its_deadline(redis_client):
+    """Redis slow or away: a lease whose renewal does not answer is lost when its deadline passes (the
+    owner stops), and the other leases are renewed meanwhile, not after it (found by bench/soak.py: one
+    process lost 15 leases at once after waiting on one)."""
+    import asyncio
+    import time
+
+    lost: list[str] = []
+
+    async def on_lost(session_id: str) -> None:
+        lost.append(session_id)
+
+    one = RedisOwnership(redis_client, lease_ms=1000, process_id="one", on_lost=on_lost)
+    stuck, fine = _sid(), _sid()
+    await one.acquire(stuck)
+    await asyncio.sleep(0.5)  # half of its lease is gone
+    await one.acquire(fine)
+    renew = one._renew
+
+    async def renew_or_hang(*, keys: list[str], args: list[object]) -> object:
+        if stuck in keys[0]:
+            await asyncio.Event().wait()  # never answers
+        return await renew(keys=keys, args=args)
+
+    one._renew = renew_or_hang
+    started = time.monotonic()
+    assert await asyncio.wait_for(one.renew_all(), timeout=3) == [stuck]
+    assert time.monotonic() - started < 0.9  # at its deadline, not after the longest renewal
+    assert lost == [stuck] and not one.holds(stuck)
+    assert await redis_client.pttl(f"agentsite:owner:{fine}") > 0  # renewed, not lost
+    await one.stop()

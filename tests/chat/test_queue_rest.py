@@ -200,6 +200,32 @@ async def test_cancel_ends_the_turn_cancelled_and_pauses_until_a_steer_sends_now
     await ws.disconnect()
 
 
+async def test_a_steer_restored_by_cancel_leaves_the_history_and_waits_in_the_queue(rest):
+    """Issue 14: a steered message that the model never read went back to the queue, yet GET …/messages
+    still listed it, as `pending` (not a status of the history). It is in the snapshot, not the history,
+    until its own turn starts."""
+    rest.llm.script(HOLD, Reply(text="later"))
+    ws = await rest.socket()
+    await rest.post_message("first", message_id="a")
+    steered = await rest.post_message("second", message_id="b", steer=True)
+    assert steered.json() == {"message_id": "b", "status": "steered"}
+    await rest.http.post(f"{rest.base}/cancel")
+    await frames_until(ws, lambda event: event.get("status") == "restored")
+
+    history = (await rest.http.get(f"{rest.base}/messages")).json()["results"]
+    assert [(m["message_id"], m["status"]) for m in history] == [("a", "cancelled")]
+    assert [p["message_id"] for p in (await rest.snapshot())["pending"]] == ["b"]
+
+    await rest.http.post(f"{rest.base}/messages/b/steer")  # send now: its own turn
+    await frames_until(ws, is_result("b", "completed"))
+    history = (await rest.http.get(f"{rest.base}/messages")).json()["results"]
+    assert [(m["message_id"], m["status"]) for m in history if m["role"] == "user"] == [
+        ("a", "cancelled"),
+        ("b", "completed"),
+    ]
+    await ws.disconnect()
+
+
 # --- confirmations ------------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -209,3 +210,48 @@ async def test_the_loader_injects_store_and_publish_and_the_registry_still_count
 def test_the_registry_needs_at_least_one_turn_slot(runtime: ScriptedRuntime) -> None:
     with pytest.raises(ValueError):
         registry_of(runtime, max_concurrent_turns=0)
+
+
+async def test_a_command_whose_caller_goes_away_is_carried_out_whole(runtime: ScriptedRuntime) -> None:
+    """A socket closed while its message was being stored (daphne cancels its handler): the message is
+    stored and queued both, never stored and in nobody's queue, where it would never run (found by
+    bench/soak.py)."""
+    gate = asyncio.Event()
+
+    class SlowStore(RecordingStore):
+        async def save_message(self, item: Any, *, status: str, new: bool = False) -> None:
+            await gate.wait()
+            await super().save_message(item, status=status, new=new)
+
+    store = SlowStore()
+
+    async def load(session_id: str) -> tuple[SessionController, EventLog]:
+        controller = SessionController(session_id, runtime=runtime, lease=registry.lease, store=store)
+        return controller, log_of(session_id)
+
+    registry = registry_of(runtime, load=load)
+    try:
+        caller = asyncio.create_task(registry.dispatch("s", Submit(request=request("A"))))
+        await asyncio.sleep(0.01)
+        caller.cancel()  # the socket went away mid-command
+        await asyncio.gather(caller, return_exceptions=True)
+        gate.set()
+        controller = await registry.get("s")
+        async with asyncio.timeout(2):
+            while store.statuses.get("A") != "running" or controller.active_request is None:
+                await asyncio.sleep(0.01)
+        assert controller.active_request.message_id == "A"
+        # A refused command whose caller went away is not an exception left for nobody (logged as such).
+        loop = asyncio.get_running_loop()
+        unretrieved: list[dict[str, Any]] = []
+        loop.set_exception_handler(lambda _, context: unretrieved.append(context))
+        caller = asyncio.create_task(registry.dispatch("s", Submit(request=request("A"))))
+        await asyncio.sleep(0)
+        caller.cancel()
+        await asyncio.gather(caller, return_exceptions=True)
+        await asyncio.sleep(0.05)
+        gc.collect()
+        loop.set_exception_handler(None)
+        assert unretrieved == []
+    finally:
+        await registry.shutdown()

@@ -116,6 +116,8 @@ def test_the_usage_api_reports_the_callers_own_and_staff_may_ask_for_anyone(
         response = api(alice_key).get(USAGE + query)
         assert response.status_code == status and response.json()["error"]["code"] == code
     assert api(staff_key).get(f"{USAGE}?user=nobody").status_code == 404
+    for unusual in ("²", str(2**64)):  # once a 500: "²".isdigit(), and an id no column holds
+        assert api(staff_key).get(f"{USAGE}?user={unusual}").status_code == 404
     assert api(None).get(USAGE).status_code == 401
 
 
@@ -130,6 +132,7 @@ def test_the_usage_page_draws_thirty_days_and_staff_pick_a_user(client: Any, ali
     staff_page = client.get(f"/usage?user={alice.pk}").content.decode()
     assert "Usage of alice" in staff_page and 'id="usage-user"' in staff_page and "model-a" in staff_page
     assert client.get("/usage?user=999999").status_code == 404
+    assert client.get("/usage?user=²").status_code == 404
 
 
 def test_the_models_a_message_may_ask_for(alice: Any) -> None:

@@ -352,6 +352,11 @@ def test_mark_all_read_and_delete(api: Any, alice: Any, alice_key: str) -> None:
     assert [item["id"] for item in client.get(INBOX).json()["results"]] == [second.id]
     assert client.post(f"{INBOX}/read", {"ids": "nope"}).status_code == 400
     assert client.post(f"{INBOX}/read", {"all": False}).status_code == 400
+    # Found by schemathesis: with `all`, wrong `ids` went unchecked, and `all: null` counted as absent.
+    assert client.post(f"{INBOX}/read", {"all": True, "ids": [{}]}).status_code == 400
+    assert client.post(f"{INBOX}/read", {"ids": [], "all": None}).status_code == 400
+    assert client.post(f"{INBOX}/read", {}).status_code == 400
+    assert client.post(f"{INBOX}/read", {"ids": [""]}).json() == {"updated": 0}
 
 
 # --- admin ----------------------------------------------------------------------------------------

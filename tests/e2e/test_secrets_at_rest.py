@@ -106,5 +106,6 @@ async def test_secrets_put_in_over_rest_are_never_stored_in_clear_and_still_work
     assert listed[0]["api_key_set"] is True and "api_key" not in listed[0]
     assert runners["canary"]["env"] == {"CANARY_TOKEN": "***"}
     assert PROVIDER_ID.encode() in stored and b"CANARY_TOKEN" in stored, "the rows are in what was read"
+    assert b"config.create" in stored, "and so is the audit trail of their writes (masked, §6.4)"
     assert CANARY_KEY.encode() not in stored
     assert CANARY_ENV.encode() not in stored

@@ -65,6 +65,8 @@ async def event_stream(
     headers: dict[str, str] | None = None,
 ) -> AsyncIterator[AsyncIterator[SseEvent]]:
     params = {"since": str(since)} if since is not None else None
+    # As a browser's EventSource asks (it was answered 406 once: a JSON-only API refused the type).
+    headers = {"Accept": "text/event-stream", **(headers or {})}
     async with http.stream(
         "GET", f"/chat/sessions/{session_id}/events", params=params, headers=headers
     ) as response:

@@ -43,6 +43,23 @@ def pids_with(text: str) -> list[int]:
     return found
 
 
+def pids_with_env(entry: str) -> list[int]:
+    """Live (not zombie) processes whose environment holds `entry` (`NAME=value`): a runner's or a server's
+    marker, which everything it starts inherits."""
+    needle = entry.encode()
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and _state(pid) not in {None, "Z", "X"}:
+            found.append(int(pid))
+    return found
+
+
 def gone(text: str, within: float = 5.0) -> bool:
     """True once no live process carries `text` (a loaded machine takes a moment to reap SIGKILLed ones)."""
     deadline = time.monotonic() + within

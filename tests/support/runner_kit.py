@@ -1,10 +1,12 @@
-"""The mock ACP runner installed the way a real runner would be, so that it can run in the sandbox.
+"""The mock ACP runner and the test MCP server installed the way real ones would be, so that they can run
+in the sandbox.
 
 A sandbox never shows the project's code, and a root server's sandboxes run as an unprivileged user
-(agents/sandbox/site.py), who cannot reach an interpreter under /root. So tests run the mock runner:
-- as a script copied out of the project into a folder of its own (shown through `sandbox_paths`);
+(agents/sandbox/site.py), who cannot reach an interpreter under /root. So tests run them:
+- as scripts copied out of the project into a folder of their own (shown through `sandbox_paths`);
 - with an interpreter the sandbox's user can run: the test's own Python when it can, otherwise a
-  virtualenv made once (under var/, cached) from the system's python3 with the same ACP SDK version.
+  virtualenv made once (under var/, cached) from the system's python3 with the same SDK versions
+  (the ACP SDK for the runner, the MCP SDK for the server).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
 MOCK_RUNNER_SOURCE = Path(__file__).resolve().parent / "mock_acp_runner.py"
-SDK = "agent-client-protocol"
+MCP_SERVER_SOURCE = Path(__file__).resolve().parent / "mcp_test_server.py"
+SDKS = ("agent-client-protocol", "mcp")
 
 
 def _reachable(path: Path, uid: int) -> bool:
@@ -45,14 +48,14 @@ def _sandbox_uid() -> int | None:
 
 @cache
 def runner_python() -> str:
-    """An interpreter with the ACP SDK that the sandbox's user can run."""
+    """An interpreter with the ACP and MCP SDKs that the sandbox's user can run."""
     uid = _sandbox_uid()
     if uid is None or _reachable(Path(sys.base_prefix), uid):
         return sys.executable
     venv = ROOT / "var" / "runner-python"
     python = venv / "bin" / "python"
-    version = importlib.metadata.version(SDK)
-    stamp = venv / f".installed-{version}"
+    pins = [f"{sdk}=={importlib.metadata.version(sdk)}" for sdk in SDKS]
+    stamp = venv / (".installed-" + "-".join(pin.replace("==", "-") for pin in pins))
     if not stamp.exists():
         system = next(
             (
@@ -70,23 +73,22 @@ def runner_python() -> str:
         # umask 022: the sandbox's user runs this interpreter, and the settings' umask (077, the data
         # directory is private) would close it to that user.
         subprocess.run([system, "-m", "venv", str(venv)], check=True, umask=0o022)
-        install = [str(python), "-m", "pip", "install", "--quiet", f"{SDK}=={version}"]
+        install = [str(python), "-m", "pip", "install", "--quiet", *pins]
         subprocess.run(install, check=True, umask=0o022)
         stamp.touch()
     return str(python)
 
 
 @cache
-def runner_folder() -> Path:
-    """A folder outside the project (and readable by the sandbox's user) holding the mock runner script."""
-    digest = hashlib.sha256(MOCK_RUNNER_SOURCE.read_bytes()).hexdigest()[:12]
-    folder = Path(tempfile.gettempdir()) / f"agentsite-mock-runner-{digest}"
-    script = folder / "mock_acp_runner.py"
-    if not script.exists():
-        staging = Path(tempfile.mkdtemp(prefix="agentsite-mock-runner-"))
-        shutil.copy(MOCK_RUNNER_SOURCE, staging / "mock_acp_runner.py")
+def script_folder(source: Path) -> Path:
+    """A folder outside the project (and readable by the sandbox's user) holding a copy of `source`."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / f"agentsite-{source.stem}-{digest}"
+    if not (folder / source.name).exists():
+        staging = Path(tempfile.mkdtemp(prefix=f"agentsite-{source.stem}-"))
+        shutil.copy(source, staging / source.name)
         staging.chmod(0o755)
-        (staging / "mock_acp_runner.py").chmod(0o644)
+        (staging / source.name).chmod(0o644)
         try:
             staging.rename(folder)
         except OSError:  # another test run put it there first
@@ -94,5 +96,17 @@ def runner_folder() -> Path:
     return folder
 
 
+def runner_folder() -> Path:
+    return script_folder(MOCK_RUNNER_SOURCE)
+
+
 def mock_runner_script() -> Path:
-    return runner_folder() / "mock_acp_runner.py"
+    return runner_folder() / MOCK_RUNNER_SOURCE.name
+
+
+def mcp_server_folder() -> Path:
+    return script_folder(MCP_SERVER_SOURCE)
+
+
+def mcp_server_script() -> Path:
+    return mcp_server_folder() / MCP_SERVER_SOURCE.name

@@ -38,6 +38,13 @@ _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 """
+# After Redis lost its data the counter starts again at 0: raise it to a token the database has seen.
+_RAISE_FENCE = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+"""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -78,6 +85,7 @@ class RedisOwnership:
         self._acquire = redis.register_script(_ACQUIRE)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
+        self._raise_fence = redis.register_script(_RAISE_FENCE)
 
     def _value(self, lease: Lease) -> str:
         return f"{lease.owner}|{lease.token}"
@@ -97,6 +105,10 @@ class RedisOwnership:
         # Measured from before the request: the lease may have started expiring as soon as Redis set it.
         self._valid_until[session_id] = started + self.lease_ms / 1000
         return lease
+
+    async def raise_fence(self, session_id: str, token: int) -> None:
+        """The next token of the session will be above `token` (one the database has seen)."""
+        await self._raise_fence(keys=[FENCE_KEY.format(session_id)], args=[token])
 
     async def owner_of(self, session_id: str) -> Lease | None:
         raw = await self.redis.get(OWNER_KEY.format(session_id))
@@ -132,28 +144,42 @@ class RedisOwnership:
             await self.release(session_id)
 
     async def renew_all(self) -> list[str]:
-        """Renew every held lease once; return the sessions whose lease is lost."""
-        lost: list[str] = []
-        for session_id, lease in list(self._held.items()):
-            started = self._clock()
-            try:
-                ok = await self._renew(
-                    keys=[OWNER_KEY.format(session_id)], args=[self._value(lease), self.lease_ms]
-                )
-            except Exception:
-                logger.warning("could not renew the lease of session %s", session_id, exc_info=True)
-                ok = 0
-            if ok:
-                self._valid_until[session_id] = started + self.lease_ms / 1000
-            else:
-                lost.append(session_id)
-        for session_id in lost:
-            self._held.pop(session_id, None)
-            self._valid_until.pop(session_id, None)
-            logger.warning("lost the lease of session %s", session_id)
-            if self.on_lost is not None:
-                await self.on_lost(session_id)
-        return lost
+        """Renew every held lease once; return the sessions whose lease is lost.
+
+        Renewals run side by side, each bounded by what is left of its lease (at least a renewal interval:
+        a renewal that comes late is still safe, Redis extends only a key that still holds our value), and
+        each loss is handled as soon as it is known: one slow answer (Redis slow or away) does not keep the
+        other leases unrenewed, nor this process acting as owner long past a lease it lost."""
+        held = list(self._held.items())
+        kept = await asyncio.gather(*(self._renew_one(sid, lease) for sid, lease in held))
+        return [sid for (sid, _), ok in zip(held, kept, strict=True) if not ok]
+
+    async def _renew_one(self, session_id: str, lease: Lease) -> bool:
+        started = self._clock()
+        left = self._valid_until.get(session_id, started) - started
+        try:
+            ok = await asyncio.wait_for(
+                self._renew(keys=[OWNER_KEY.format(session_id)], args=[self._value(lease), self.lease_ms]),
+                timeout=max(left, self.lease_ms / 3000),
+            )
+        except Exception:
+            logger.warning("could not renew the lease of session %s", session_id, exc_info=True)
+            ok = 0
+        if not ok:
+            return await self._drop(session_id)
+        if self._held.get(session_id) == lease:
+            self._valid_until[session_id] = started + self.lease_ms / 1000
+        return True
+
+    async def _drop(self, session_id: str) -> bool:
+        """The lease is lost: this process stops acting as the session's owner (on_lost); False."""
+        if self._held.pop(session_id, None) is None:
+            return False
+        self._valid_until.pop(session_id, None)
+        logger.warning("lost the lease of session %s", session_id)
+        if self.on_lost is not None:
+            await self.on_lost(session_id)
+        return False
 
     async def _renew_forever(self) -> None:
         interval = self.lease_ms / 3000

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import replace
@@ -45,7 +46,7 @@ from chat.live.sessions import (
     Unavailable,
     sessions_with_running_turns,
 )
-from chat.store import message_store_pending
+from chat.store import Fenced, message_store_pending
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +106,7 @@ class ClusterSessions(LiveSessions):
             on_lost=self._lost,
         )
         await self.ownership.start()
-        self.slots = RedisTurnSlots(self.redis, settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
-        self.slots.start()
+        self.slots = RedisTurnSlots(self.redis, settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS).start()
         self.watch = Watch(self)
         self.watch.start()
 
@@ -115,8 +115,7 @@ class ClusterSessions(LiveSessions):
             await self.watch.stop()
 
     async def _stop(self) -> None:
-        if isinstance(self.slots, RedisTurnSlots):
-            await self.slots.stop()
+        await self.slots.stop()
         await asyncio.gather(*(relay.aclose() for relay in self._relays.values()))
         self._relays.clear()
         if self.ownership is not None:
@@ -144,7 +143,9 @@ class ClusterSessions(LiveSessions):
 
         try:
             return await self._build(session_id, token=lease.token, fanout=fanout)
-        except NotOwner:
+        except NotOwner as exc:
+            if exc.token is not None:  # Redis lost its data, counts from 1 again: claim above the stored one
+                await ownership.raise_fence(session_id, exc.token)
             await ownership.release(session_id)
             self._relays.pop(session_id, None)
             raise
@@ -163,18 +164,18 @@ class ClusterSessions(LiveSessions):
             await self.cluster.relay(session_id, batch)
 
     async def _lost(self, session_id: str) -> None:
-        """Another process owns the session now (or Redis, where leases live, does not answer): stop here
-        without writing or publishing anything. The sockets fed by this process's controller are told
-        (they reconnect and land on the new owner); those fed by a mirror keep working."""
+        """Another process owns the session now (or Redis does not answer): stop here without writing or
+        publishing anything (the turn stops in the background: renewals wait for nobody). Sockets fed by this
+        process's controller are told (they reconnect to the new owner); those fed by a mirror go on."""
         controller = self.registry.forget(session_id)
         if controller is not None:
-            await controller.abandon(notice=UNAVAILABLE)
+            controller.silence(notice=UNAVAILABLE)
+            self._spawn(controller.abandon())
         await self.registry.drop_log(session_id)
         await self._failed(session_id)
 
     async def _failed(self, session_id: str) -> None:
-        relay = self._relays.pop(session_id, None)
-        if relay is not None:
+        if (relay := self._relays.pop(session_id, None)) is not None:
             relay.discard()
         if self.cluster is not None:
             self.cluster.forget_relay(session_id)
@@ -184,15 +185,12 @@ class ClusterSessions(LiveSessions):
 
     async def fail(self, session_id: str) -> None:
         await super().fail(session_id)
-        if self.cluster is not None:
-            try:
+        if self.cluster is not None:  # (when Redis is away, the mirrors' watchdogs tell their sockets)
+            with contextlib.suppress(RedisError, OSError):
                 await self.cluster.announce_failed(session_id)
-            except (RedisError, OSError):
-                pass  # the mirrors' watchdogs find Redis away and tell their sockets
 
     async def fail_mirrors(self, session_ids: list[str] | None = None) -> None:
-        """The owners' events cannot reach this process (the channel layer failed, or an owner does not
-        answer): the sockets fed by these mirrors (all, by default) are told to reconnect."""
+        """Owners' events cannot reach this process: these mirrors' (all, by default) sockets reconnect."""
         assert self.cluster is not None
         for session_id in list(self.cluster.mirrors) if session_ids is None else session_ids:
             remote = self.cluster.mirrors.get(session_id)
@@ -241,7 +239,7 @@ class ClusterSessions(LiveSessions):
                     return await self._store_for_later(session_id, command)
                 raise InputError("owner_unavailable", str(exc)) from None
             if owner is None:
-                return await self.registry.dispatch(session_id, command)
+                return await self._run_here(session_id, command)
             assert self.cluster is not None
             if isinstance(command, Submit) and not command.stored and attempt == 0:
                 # The database is the truth: stored here first, so a dying owner cannot lose it.
@@ -263,12 +261,22 @@ class ClusterSessions(LiveSessions):
                 ) from None
         raise InputError("owner_unavailable", "The session is changing owner; try again.")
 
+    async def _run_here(self, session_id: str, command: Command) -> Any:
+        """On this process's controller. Fenced: another process owns it now (the live state here goes)."""
+        try:
+            return await self.registry.dispatch(session_id, command)
+        except Fenced:
+            if isinstance(command, Submit):
+                return await self._store_for_later(session_id, command)
+            raise InputError("owner_unavailable", "The session is changing owner; try again.") from None
+
     async def _store_for_later(self, session_id: str, command: Submit) -> dict[str, Any]:
         """No owner can take the message now: stored here (if it is not yet), it runs once the session has an
         owner again (the watchdog of any process takes over sessions with stored work)."""
         if not command.stored:
-            store = database_sync_to_async(message_store_pending)
-            await store(session_id=session_id, request=command.request)
+            await database_sync_to_async(message_store_pending)(
+                session_id=session_id, request=command.request
+            )
         return {"message_id": command.request.message_id, "status": "queued"}
 
     async def snapshot(self, session_id: str) -> tuple[dict[str, Any], int]:
@@ -408,7 +416,7 @@ class ClusterSessions(LiveSessions):
             await self._close_here(session_id)
             return None
         try:
-            return await self.registry.dispatch(session_id, decode_command(payload))
+            return await self._run_here(session_id, decode_command(payload))
         except InputError as exc:
             raise RemoteError(exc.code, exc.message, exc.message_id) from None
 

@@ -45,9 +45,10 @@ class RedisTurnSlots(TurnSlots):
         self._mine: dict[str, int] = {}  # member → user, the slots this process holds
         self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
+    def start(self) -> RedisTurnSlots:
         if self._task is None and self.limit > 0:
             self._task = asyncio.get_running_loop().create_task(self._tend_forever())
+        return self
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -1,5 +1,6 @@
 """The watchdog of a process among several, every half lease:
 - take over sessions whose owner died: the ones watched here, and the ones with stored work;
+- queue, in the sessions owned here, messages stored while their owner could not be reached;
 - tell the owners of the sessions watched here through mirrors to keep relaying their events;
 - publish how many sockets watch each session here, so that any process can tell whether someone would
   see a confirmation (an unattended cron run puts it in the inbox instead).
@@ -18,6 +19,7 @@ from redis.exceptions import RedisError
 from agentsite.db import database_sync_to_async
 from chat.live.cluster.channel import OwnerUnavailable, RemoteError
 from chat.live.sessions import NotOwner, sessions_with_live_messages
+from chat.store import stored_for_later
 
 if TYPE_CHECKING:
     from chat.live.cluster.sessions import ClusterSessions
@@ -69,9 +71,10 @@ class Watch:
         sessions = self.sessions
         assert sessions.cluster is not None and sessions.ownership is not None
         candidates = {sid for sid, remote in sessions.cluster.mirrors.items() if remote.subscribers}
-        candidates |= set(await database_sync_to_async(sessions_with_live_messages)())
+        stored = set(await database_sync_to_async(sessions_with_live_messages)())
+        await self.adopt_stored(stored)
         taken = 0
-        for session_id in candidates:
+        for session_id in candidates | stored:
             if (
                 sessions.ownership.holds(session_id)
                 or await sessions.ownership.owner_of(session_id) is not None
@@ -83,6 +86,24 @@ class Watch:
             except NotOwner:
                 pass
         return taken
+
+    async def adopt_stored(self, session_ids: set[str]) -> None:
+        """Messages stored for sessions owned here while the owner could not be reached (Redis away, the
+        hand-over lost) join their queues: without this they would wait for the next owner."""
+        sessions = self.sessions
+        assert sessions.ownership is not None
+        owned = [sid for sid in session_ids if sessions.ownership.holds(sid) and sessions.registry.peek(sid)]
+        if not owned:
+            return
+        for session_id, requests in (await database_sync_to_async(stored_for_later)(owned)).items():
+            controller = sessions.registry.peek(session_id)
+            if controller is not None and sessions.ownership.holds(session_id):
+                try:
+                    await controller.adopt(requests)
+                except Exception:  # Fenced, a failed write: that session's live state goes anyway
+                    logger.warning(
+                        "could not queue the stored messages of session %s", session_id, exc_info=True
+                    )
 
     async def renew_mirrors(self) -> None:
         """Tell the owners of the sessions watched here through mirrors to keep relaying their events."""

@@ -87,14 +87,17 @@
       if (path !== ".") into.appendChild(list);
     }
 
+    const LIST_FAILED = "Could not list the files: ";
+
     async function refresh() {
       if (panel.hidden || !host.sessionId()) return;
       try {
         await drawFolder(".", tree, 1);
-        status.textContent = "";
+        // Only a listing's own failure goes: what an upload or delete said meanwhile stays.
+        if (status.textContent.startsWith(LIST_FAILED)) status.textContent = "";
         tree.dataset.loaded = String(Date.now());
       } catch (err) {
-        status.textContent = "Could not list the files: " + err.message;
+        status.textContent = LIST_FAILED + err.message;
       }
     }
 

@@ -1,8 +1,10 @@
-"""The runner subprocess: spawn it in its own process group, drain its stderr, end the whole group.
+"""Long-lived children of tools ("runners": ACP agents, stdio MCP servers): spawn one in its own process
+group through the sandbox, drain its stderr, end the whole group.
 
-An ACP runner is third-party code that may start helpers of its own (node, shells, language servers).
-Running it as the leader of a fresh process group lets us signal everything it started at once, so
-closing a session never leaves an orphan behind. Plain asyncio, no Django.
+A runner is third-party code that may start helpers of its own (node, shells, language servers). Running
+it as the leader of a fresh process group lets us signal everything it started at once, so closing a
+session never leaves an orphan behind; and each one is recorded while it runs, so that those of a server
+that was killed are ended when a server starts again (:func:`sweep_orphans`). Plain asyncio, no Django.
 """
 
 from __future__ import annotations

@@ -1,0 +1,106 @@
+"""REST for MCP servers per agent (docs/protocol.md §2 "MCP servers").
+
+Site configuration: readable by every user (secret values masked), writable by staff, who also call `test`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
+from agents.models import NAME_PATTERN, Agent
+from agentsite.errors import ApiError
+from agentsite.openapi import errors
+from mcpservers.models import McpServer
+from mcpservers.probe import server_test
+from mcpservers.serializers import (
+    McpServerInputSerializer,
+    McpServerListSerializer,
+    McpServerSerializer,
+    McpTestSerializer,
+)
+from mcpservers.services import SecretKeepError, server_delete, server_get, server_list, server_upsert
+
+_SERVER_NAME = re.compile(NAME_PATTERN)
+SERVER_NOT_FOUND = errors({404: "not_found: no such agent, or no such MCP server of it"})
+
+
+class AgentMcpServerListApi(AgentConfigApi):
+    @extend_schema(
+        operation_id="agents_mcp_list", responses={200: McpServerListSerializer, **AGENT_NOT_FOUND}
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response({"servers": server_list(agent=self._agent(name))})
+
+
+class _ServerApi(AgentConfigApi):
+    def _server(self, agent: Agent, server: str) -> McpServer:
+        found = server_get(agent=agent, name=server)
+        if found is None:
+            raise ApiError(404, "not_found", f"MCP server {server} not found for agent {agent.name}.")
+        return found
+
+
+class AgentMcpServerApi(_ServerApi):
+    @extend_schema(
+        operation_id="agents_mcp_retrieve", responses={200: McpServerSerializer, **SERVER_NOT_FOUND}
+    )
+    def get(self, request: Request, name: str, server: str) -> Response:
+        return Response(self._server(self._agent(name), server).to_dict())
+
+    @extend_schema(
+        operation_id="agents_mcp_put",
+        examples=[
+            OpenApiExample(
+                "The time server from PyPI",
+                {"enabled": True, "transport": "stdio", "command": "mcp-server-time", "timeout_seconds": 30},
+                request_only=True,
+            )
+        ],
+        description="Creates or replaces the server; a server name is 1-64 of `[A-Za-z0-9_-]`.",
+        request=McpServerInputSerializer,
+        responses={
+            200: McpServerSerializer,
+            **AGENT_NOT_FOUND,
+            **errors({400: "invalid: `fields` names each problem", 403: STAFF_ONLY}),
+        },
+    )
+    def put(self, request: Request, name: str, server: str) -> Response:
+        agent = self._agent(name)
+        if not _SERVER_NAME.fullmatch(server):
+            message = "A server name is 1-64 letters, digits, '_' or '-'."
+            raise ApiError(400, "invalid", f"name: {message}", fields={"name": [message]})
+        data = McpServerInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            stored = server_upsert(agent=agent, name=server, data=data.validated_data)
+        except SecretKeepError as exc:
+            raise ApiError(400, "invalid", f"{exc.field}: {exc}", fields={exc.field: [str(exc)]}) from None
+        return Response(stored.to_dict())
+
+    @extend_schema(
+        operation_id="agents_mcp_delete",
+        responses={204: None, **SERVER_NOT_FOUND, **errors({403: STAFF_ONLY})},
+    )
+    def delete(self, request: Request, name: str, server: str) -> Response:
+        if not server_delete(agent=self._agent(name), name=server):
+            raise ApiError(404, "not_found", f"MCP server {server} not found for agent {name}.")
+        return Response(status=204)
+
+
+class AgentMcpServerTestApi(_ServerApi):
+    """Start the server apart from any chat, list its tools, stop it: `{ok, tools, error?}`. The list is
+    cached as the server's tools (the "refresh"), a failure shown in its status."""
+
+    @extend_schema(
+        operation_id="agents_mcp_test",
+        request=None,
+        responses={200: McpTestSerializer, **SERVER_NOT_FOUND, **errors({403: STAFF_ONLY})},
+    )
+    def post(self, request: Request, name: str, server: str) -> Response:
+        agent = self._agent(name)
+        return Response(server_test(agent=agent, server=self._server(agent, server), user=request.user))

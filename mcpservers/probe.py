@@ -1,0 +1,94 @@
+"""`POST /agents/{name}/config/mcp/{server}/test`: start a server apart from any chat and list its tools.
+
+A stdio server runs as it would in a chat — in the site's sandbox, with the agent's network setting, for
+the staff user who asked (without a sandbox only if they hold `agents.run_unsandboxed`) — in a scratch
+workspace that is removed afterwards. What it answers is cached as the server's tool list, and its status
+says how it went, for every process (mcpservers/services.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pydantic
+from asgiref.sync import async_to_sync
+from django.conf import settings
+
+from agents.models import Agent
+from agents.sandbox import SandboxRefused
+from agents.sandbox.site import get_sandbox, hand_over, passage_to
+from agents.tools.base import ToolContext
+from mcpservers.client import McpConnection, McpError
+from mcpservers.models import McpServer, McpServerConfig
+from mcpservers.services import server_record_failure, server_record_tools
+
+
+class ProbeResult(TypedDict, total=False):
+    ok: bool
+    tools: list[dict[str, str]]
+    error: dict[str, str]
+
+
+def server_test(*, agent: Agent, server: McpServer, user: Any) -> ProbeResult:
+    from mcpservers.tools import cached_tools
+
+    try:
+        config = server.config()
+    except pydantic.ValidationError as exc:
+        return _failed(agent, server.name, "misconfigured", f"MCP server '{server.name}' is malformed: {exc}")
+    if (unreadable := config.unreadable_error()) is not None:
+        return _failed(agent, server.name, "unreadable_secret", unreadable)
+    sandbox = get_sandbox()
+    with _scratch_workspace() as workspace:
+        context = ToolContext(
+            workspace=workspace,
+            session_id=f"mcp-test-{uuid.uuid4().hex}",
+            sandbox=sandbox,
+            user_id=user.pk,
+            agent_name=agent.name,
+            sandbox_network=agent.sandbox_network,
+            may_run_unsandboxed=sandbox.mode == "none" and user.has_perm("agents.run_unsandboxed"),
+        )
+        try:
+            listed = async_to_sync(_list_tools)(config, context)
+        except SandboxRefused as exc:  # its program is not there, or may not be shown
+            message = f"MCP server '{server.name}' could not be started: {exc}"
+            return _failed(agent, server.name, "spawn_failed", message)
+        except McpError as exc:
+            return _failed(agent, server.name, exc.code, exc.message, record=exc.code != "refused")
+    tools, skipped = cached_tools(config.name, listed)
+    server_record_tools(agent_name=agent.name, name=server.name, tools=tools, skipped=skipped)
+    return {"ok": True, "tools": [{"name": tool.name, "description": tool.description} for tool in tools]}
+
+
+async def _list_tools(config: McpServerConfig, context: ToolContext) -> list[Any]:
+    from mcpservers.tools import source
+
+    conn = McpConnection(source.spec(config, context, home=context.workspace))
+    try:
+        return await conn.start()
+    finally:
+        await conn.close()
+
+
+def _failed(agent: Agent, name: str, code: str, message: str, *, record: bool = True) -> ProbeResult:
+    if record:
+        server_record_failure(agent_name=agent.name, name=name, message=message)
+    return {"ok": False, "tools": [], "error": {"code": code, "message": message}}
+
+
+@contextmanager
+def _scratch_workspace() -> Iterator[Path]:
+    folder = Path(settings.WORKSPACES_DIR) / f"mcp-test-{uuid.uuid4().hex}"
+    passage_to(folder.parent)
+    folder.mkdir()
+    hand_over(folder)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,133 @@
+"""Validation of MCP server configs written over REST (docs/protocol.md §2 "MCP servers")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
+from mcpservers.endpoints import mcp_policy
+from mcpservers.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, TRANSPORTS
+
+READ_ONLY_KEYS = frozenset(
+    {"status"}
+)  # in what GET answers, ignored by PUT (a client may PUT back what it read)
+
+
+def _names_and_values(value: dict[str, str], what: str) -> dict[str, str]:
+    for key in value:
+        if not key or "=" in key or "\x00" in key or "\n" in key:
+            raise serializers.ValidationError(f"{key!r} is not a valid {what} name.")
+    return value
+
+
+class McpServerInputSerializer(serializers.Serializer):
+    """The body of `PUT /agents/{name}/config/mcp/{server}`: a whole MCP config; missing fields take
+    defaults; unknown keys and wrongly typed values are refused."""
+
+    enabled = StrictBooleanField(default=False)
+    transport = StrictChoiceField(list(TRANSPORTS), default="stdio")
+    command = StrictCharField(
+        default="", allow_blank=True, allow_null=True, max_length=1000, trim_whitespace=True
+    )
+    args = serializers.ListField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=list)
+    env = serializers.DictField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=dict)
+    url = StrictCharField(
+        default="", allow_blank=True, allow_null=True, max_length=2000, trim_whitespace=True
+    )
+    headers = serializers.DictField(
+        child=StrictCharField(allow_blank=True, trim_whitespace=False), default=dict
+    )
+    trusted_tools = serializers.ListField(child=StrictCharField(max_length=200), default=list, max_length=500)
+    trusted = StrictBooleanField(default=False)
+    timeout_seconds = StrictIntegerField(
+        default=DEFAULT_TIMEOUT_SECONDS, min_value=1, max_value=MAX_TIMEOUT_SECONDS
+    )
+    sandbox_paths = serializers.ListField(
+        child=StrictCharField(trim_whitespace=False, max_length=4096), default=list, max_length=64
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields) - READ_ONLY_KEYS)
+            if unknown:
+                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
+            data = {key: value for key, value in data.items() if key not in READ_ONLY_KEYS}
+        return super().to_internal_value(data)
+
+    def validate_env(self, value: dict[str, str]) -> dict[str, str]:
+        return _names_and_values(value, "environment variable")
+
+    def validate_headers(self, value: dict[str, str]) -> dict[str, str]:
+        value = _names_and_values(value, "header")
+        for key, item in value.items():
+            if any(c in key for c in " :\r") or "\r" in item or "\n" in item:
+                raise serializers.ValidationError(f"{key!r}: header names and values are single-line text.")
+        return value
+
+    def validate_sandbox_paths(self, value: list[str]) -> list[str]:
+        from agents.sandbox.site import sandbox_path_refusal
+
+        errors = [reason for reason in map(sandbox_path_refusal, value) if reason is not None]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs["command"] = attrs.get("command") or ""
+        attrs["url"] = attrs.get("url") or ""
+        if attrs["transport"] == "stdio" and attrs["enabled"] and not attrs["command"]:
+            raise serializers.ValidationError({"command": ["An enabled stdio server needs a command."]})
+        if attrs["transport"] == "http":
+            if attrs["enabled"] and not attrs["url"]:
+                raise serializers.ValidationError({"url": ["An enabled http server needs a url."]})
+            if attrs["url"]:
+                reason = mcp_policy(label="The URL").url_refusal(attrs["url"])
+                if reason is not None:
+                    raise serializers.ValidationError({"url": [reason]})
+        return attrs
+
+
+class McpToolSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+
+
+class McpStatusSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(["unchecked", "ok", "error"])
+    message = serializers.CharField(allow_null=True)
+    checked_at = serializers.DateTimeField(allow_null=True)
+    tools = McpToolSerializer(many=True)
+
+
+class McpServerSerializer(serializers.Serializer):
+    """SERVER as the API answers it (`McpServer.to_dict()`): `env` and `headers` values masked."""
+
+    enabled = serializers.BooleanField()
+    transport = serializers.ChoiceField(list(TRANSPORTS))
+    command = serializers.CharField(allow_null=True)
+    args = serializers.ListField(child=serializers.CharField(allow_blank=True))
+    env = serializers.DictField(child=serializers.CharField(), help_text='Each value is "***" (write-only).')
+    url = serializers.CharField(allow_null=True)
+    headers = serializers.DictField(child=serializers.CharField(), help_text='Each value is "***".')
+    trusted_tools = serializers.ListField(child=serializers.CharField())
+    trusted = serializers.BooleanField()
+    timeout_seconds = serializers.IntegerField(min_value=1, max_value=MAX_TIMEOUT_SECONDS)
+    sandbox_paths = serializers.ListField(child=serializers.CharField())
+    status = McpStatusSerializer(read_only=True)
+
+
+class McpServerListSerializer(serializers.Serializer):
+    servers = serializers.DictField(child=McpServerSerializer(), help_text="The agent's servers by name.")
+
+
+class McpErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class McpTestSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    tools = McpToolSerializer(many=True)
+    error = McpErrorSerializer(required=False)
