@@ -298,8 +298,8 @@ def agentsite_env(args: argparse.Namespace, data_dir: Path, model_port: int) -> 
         # measure the limits, not the path (docs/protocol.md §6.2, §6.4).
         AGENTSITE_USER_MAX_CONCURRENT_TURNS="0",
         AGENTSITE_USER_MAX_SESSIONS="0",
-        AGENTSITE_RATE_USER="1000000000/s",
-        AGENTSITE_RATE_ANON="1000000000/s",
+        AGENTSITE_RATE_USER="off",
+        AGENTSITE_RATE_ANON="off",
         PYTHONUNBUFFERED="1",
     )
     for item in args.server_env:

@@ -50,28 +50,27 @@ async def test_the_chain_and_the_view_of_a_request_take_one_hand_over(hand_overs
     # request_started's receivers, the chain with the view, the response's close (request_finished)
     assert hand_overs.count("BaseHandler.get_response") == 1
     assert len(hand_overs) <= 3, hand_overs
-    # Django's own handler, for comparison: a hand-over for each middleware's request and response step
+    ours = len(hand_overs)
+    # Django's own handler, for comparison: hand-overs for the middlewares' steps in async mode (how many
+    # depends on where the sync-only middlewares sit in the chain)
     from django.core.handlers.asgi import ASGIHandler
 
     hand_overs.clear()
     async with client(ASGIHandler()) as http:
         await http.post(SESSIONS, json={}, headers={"Authorization": f"Bearer {key}"})
-    assert len(hand_overs) > 10, hand_overs
+    assert len(hand_overs) > ours, hand_overs
     assert response.headers["X-Frame-Options"] == "DENY"  # the page middlewares ran
     assert response.headers["X-Content-Type-Options"] == "nosniff"
 
 
 async def test_a_browser_session_still_needs_its_csrf_token_and_a_key_does_not() -> None:
     def login() -> tuple[str, str]:
-        from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-        from django.contrib.sessions.backends.db import SessionStore
+        from django.test import Client
 
         user = factories.user("bob")
-        store = SessionStore()
-        store[SESSION_KEY], store[BACKEND_SESSION_KEY] = str(user.pk), settings.AUTHENTICATION_BACKENDS[0]
-        store[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        store.create()
-        return store.session_key or "", factories.api_key(user)
+        browser = Client()
+        browser.force_login(user)
+        return browser.cookies[settings.SESSION_COOKIE_NAME].value, factories.api_key(user)
 
     session_key, key = await asgiref_sync.sync_to_async(login)()
     cookies = {settings.SESSION_COOKIE_NAME: session_key, settings.CSRF_COOKIE_NAME: "a" * 32}
