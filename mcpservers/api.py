@@ -16,7 +16,6 @@ from agents.models import NAME_PATTERN, Agent
 from agentsite.errors import ApiError
 from agentsite.openapi import errors
 from mcpservers.models import McpServer
-from mcpservers.probe import server_test
 from mcpservers.serializers import (
     McpServerInputSerializer,
     McpServerListSerializer,
@@ -103,4 +102,6 @@ class AgentMcpServerTestApi(_ServerApi):
     )
     def post(self, request: Request, name: str, server: str) -> Response:
         agent = self._agent(name)
+        from mcpservers.probe import server_test  # the MCP SDK, on first use (mcpservers/tools.py)
+
         return Response(server_test(agent=agent, server=self._server(agent, server), user=request.user))

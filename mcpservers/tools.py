@@ -15,10 +15,8 @@ import logging
 import re
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import mcp_types as types
 import pydantic
 from django.conf import settings
 
@@ -26,10 +24,8 @@ from agents.sandbox import SandboxRefused
 from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, SourcedTools, Tool, ToolContext, ToolError, ToolSource
 from agentsite.db import database_sync_to_async
-from mcpservers.client import McpConnection, McpError, McpServerSpec
 from mcpservers.endpoints import mcp_policy
 from mcpservers.models import CachedTool, McpServerConfig
-from mcpservers.results import result_text
 from mcpservers.services import (
     needs_discovery,
     server_config,
@@ -37,7 +33,16 @@ from mcpservers.services import (
     server_record_failure,
     server_record_tools,
 )
-from mcpservers.sessions import McpSessionRegistry
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from mcpservers.client import McpConnection, McpServerSpec
+    from mcpservers.sessions import McpSessionRegistry
+
+# The MCP SDK (mcpservers/client.py, sessions.py, results.py) and jsonschema are imported when a server is
+# first used, not when Django starts: with what it brings (anyio, starlette, uvicorn, opentelemetry, ...)
+# the SDK costs ~27 MB in every server process, most of which never reach an MCP server.
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +85,8 @@ class McpTool(Tool):
     def validate(self, arguments: dict[str, Any]) -> pydantic.BaseModel:
         """The arguments against the server's schema, so the model hears of a mistake at once; a schema
         that is itself broken is left to the server to judge."""
+        import jsonschema  # with the SDK, on first use (above)
+
         try:
             errors = sorted(
                 jsonschema.Draft202012Validator(self._schema).iter_errors(arguments), key=lambda e: e.path
@@ -111,6 +118,8 @@ class McpToolSource(ToolSource):
     @property
     def sessions(self) -> McpSessionRegistry:
         if self._sessions is None:
+            from mcpservers.sessions import McpSessionRegistry
+
             self._sessions = McpSessionRegistry(idle_seconds=settings.AGENTSITE_MCP_IDLE_SECONDS)
         return self._sessions
 
@@ -152,6 +161,9 @@ class McpToolSource(ToolSource):
     # -- calls ---------------------------------------------------------------------------------------
 
     async def call(self, tool: McpTool, arguments: dict[str, Any], ctx: ToolContext) -> str:
+        from mcpservers.client import McpError
+        from mcpservers.results import result_text
+
         config = await database_sync_to_async(server_config)(agent_name=ctx.agent_name, name=tool.server)
         if config is None or not config.enabled:
             raise ToolError(f"MCP server '{tool.server}' is no longer enabled for this agent.")
@@ -167,6 +179,8 @@ class McpToolSource(ToolSource):
     async def _connect(self, config: McpServerConfig, ctx: ToolContext) -> McpConnection:
         """This chat session's connection to the server, started if needed; its tools recorded when it
         starts. ToolError (recorded in the server's status unless it is this user's refusal) on failure."""
+        from mcpservers.client import McpError
+
         if (unreadable := config.unreadable_error()) is not None:
             raise ToolError(unreadable)
         try:
@@ -190,6 +204,8 @@ class McpToolSource(ToolSource):
         """How to reach the server for this call: stdio in the site's sandbox with the chat session's
         workspace, a persistent HOME per user and server, the agent's network setting and the program's
         paths shown; http through the outbound rule. SandboxRefused when its program cannot be shown."""
+        from mcpservers.client import McpServerSpec
+
         common: dict[str, Any] = {
             "name": config.name,
             "transport": config.transport,

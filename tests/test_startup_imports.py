@@ -1,0 +1,31 @@
+"""A server process does not load the SDKs that only some chats need: the openai SDK (~38 MB) when a real
+provider is first called, the MCP SDK with jsonschema (~29 MB) when an MCP server is first used
+(agents/llm.py, mcpservers/tools.py). Checked in a fresh interpreter, as a server starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from django.conf import settings
+
+LAZY = ("openai", "mcp", "mcp_types", "jsonschema", "httpx2", "uvicorn", "starlette")
+
+
+def test_the_application_starts_without_the_sdks_some_chats_need() -> None:
+    script = (
+        "import sys, django; django.setup();"
+        "import agentsite.asgi, agentsite.urls, agentsite.management.commands.serve;"
+        f"print(','.join(m for m in {LAZY!r} if m in sys.modules))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+        "AGENTSITE_DATA_DIR": str(settings.DATA_DIR),
+    }
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"loaded at start: {done.stdout.strip()}"
