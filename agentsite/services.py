@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from agentsite.audit.actions import KEY_CREATE, KEY_REVOKE
 from agentsite.audit.services import audit_record
+from agentsite.db import select_row
 from agentsite.exceptions import DomainError
 from agentsite.models import DISPLAY_PREFIX_LENGTH, KEY_PREFIX, ApiKey, generate_key, hash_key
 
@@ -72,16 +73,21 @@ def api_key_authenticate(secret: str) -> User | None:
     keeps it to one write a minute when several requests or processes find it stale at once."""
     if not secret.startswith(KEY_PREFIX):
         return None
-    key = ApiKey.objects.select_related("user").filter(key_hash=hash_key(secret)).first()
+    # Two prepared statements (agentsite/db.py select_row) rather than the ORM's select_related query:
+    # every request and handshake with a key runs this, and building that query cost more than the rest.
+    key = select_row(ApiKey, key_hash=hash_key(secret))
     now = timezone.now()
-    if key is None or key.refusal(now) is not None or not key.user.is_active:
+    if key is None or key.refusal(now) is not None:
+        return None
+    user = select_row(get_user_model(), id=key.user_id)
+    if user is None or not user.is_active:
         return None
     stale = now - LAST_USED_RESOLUTION
     if key.last_used_at is None or key.last_used_at < stale:
         ApiKey.objects.filter(Q(last_used_at__isnull=True) | Q(last_used_at__lt=stale), pk=key.pk).update(
             last_used_at=now
         )
-    return key.user
+    return user
 
 
 def local_user() -> User:

@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 
 from agents.contract import ChatRequest, InputError
 from agentsite import db
 from agentsite.db import database_call, database_sync_to_async, insert_row
+from agentsite.models import ApiKey
+from agentsite.services import api_key_create
 from chat.models import Message, Session
 from chat.store import history_for_model, message_store_pending
 from tests import factories
@@ -424,10 +427,13 @@ def test_select_row_loads_what_the_orm_loads() -> None:
         tool_calls=[{"id": "c"}],
         entered_at=timezone.now(),
     )
+    key, _ = api_key_create(user=session.user, name="k", expires_at=timezone.now() + dt.timedelta(days=1))
 
     for model, where in (
         (Session, {"id": session.id}),
         (Message, {"session_id": session.id, "message_id": "m"}),
+        (ApiKey, {"key_hash": key.key_hash}),  # the key check of every request and handshake
+        (User, {"id": session.user_id}),
     ):
         raw, orm = db.select_row(model, **where), model.objects.get(**where)
         assert raw is not None and raw.pk == orm.pk and not raw._state.adding
