@@ -24,12 +24,15 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
 4. One thread hop per HTTP request (agentsite/asgi.py): Django's ASGI handler runs its middleware chain in
    async mode, and each `MiddlewareMixin` middleware (nine of ours) then hands its `process_request` and
    `process_response` to the request's thread one at a time — two hand-overs each, and more where a
-   sync-only middleware sits between async ones. `OneHopASGIHandler` builds the chain in sync mode, as
-   Django's WSGI handler does, and runs chain and view in one hand-over to the request's thread: the same
-   middlewares in the same order (CSRF, sessions, authentication as for every browser request), the same
-   thread for the view and the connection clean-up. Uses BaseHandler's `load_middleware(is_async=False)`
-   and `get_response`, which Django's own handlers call but does not document for subclasses.
-   Measured: see bench/README.md (issue 18, opening a chat).
+   sync-only middleware sits between async ones; `request_started` and `request_finished` take a hand-over
+   each, and every request gets a new thread (its `ThreadSensitiveContext`) and so a new database
+   connection. `OneHopASGIHandler` builds the chain in sync mode, as Django's WSGI handler does, and runs
+   `request_started`, chain, view and (unless the response is streamed) the response's close in one
+   hand-over to a thread of its own pool: the same middlewares in the same order (CSRF, sessions,
+   authentication as for every browser request), the same thread for the view and the connection
+   clean-up. Uses BaseHandler's `load_middleware(is_async=False)` and `get_response`, and ASGIHandler's
+   `read_body`, `create_request`, `send_response` and `listen_for_disconnect`, which Django's own handlers
+   call but does not document for subclasses. Measured: see bench/README.md (issue 18, opening a chat).
 5. No debug work on a socket's handshake (agentsite/management/commands/serve.py): autobahn's
    `_connectionMade` formats its ~30 protocol options with `pprint.pformat` for a debug log line on every
    new socket, also when nothing logs at debug level. `serve` replaces the module's `pformat` with one that
@@ -57,11 +60,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from typing import Any
 
 import txaio
-from asgiref.sync import AsyncToSync, SyncToAsync, sync_to_async
+from asgiref.sync import AsyncToSync, SyncToAsync
 from autobahn.websocket import protocol as autobahn_protocol
 from channels import consumer as channels_consumer
 from channels import utils as channels_utils
@@ -69,9 +74,12 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from daphne import server as daphne_server
 from daphne import ws_protocol as daphne_ws_protocol
+from django.core import signals
+from django.core.exceptions import RequestAborted
 from django.core.handlers import base as django_handlers
-from django.core.handlers.asgi import ASGIHandler
-from django.http import HttpRequest, HttpResponseBase
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import FileResponse, HttpResponseBase
+from django.urls import set_script_prefix
 
 # What the tricks use that their libraries do not promise: (owner, attribute).
 PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
@@ -87,7 +95,11 @@ PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
     (daphne_ws_protocol.WebSocketProtocol, "sendCloseFrame"),
     (django_handlers.BaseHandler, "load_middleware"),
     (django_handlers.BaseHandler, "get_response"),
-    (ASGIHandler, "get_response_async"),
+    (ASGIHandler, "read_body"),
+    (ASGIHandler, "create_request"),
+    (ASGIHandler, "send_response"),
+    (ASGIHandler, "listen_for_disconnect"),
+    (ASGIHandler, "chunk_size"),
     (autobahn_protocol, "pformat"),
 )
 
@@ -286,25 +298,66 @@ def _pformat_for_debug_only(value: Any) -> str:
 
 
 class OneHopASGIHandler(ASGIHandler):
-    """Django's ASGI handler with its middleware chain in sync mode, run with the view in one hand-over to
-    the request's thread (see the module docstring). An async view still works: Django's sync path runs it
-    with async_to_sync, as under WSGI.
+    """Django's ASGI handler with a request's whole sync part in one hand-over to a thread of its own pool
+    (see the module docstring): `request_started`, the middleware chain in sync mode with the view, and —
+    for a response that is not streamed — its `close()` (`request_finished`, the connection clean-up), in
+    the same thread, as under WSGI. An async view still works: Django's sync path runs it with async_to_sync.
+    A streamed response (SSE, files) is sent from the event loop and closed in the pool afterwards.
 
-    At most `threads` requests run their chain and view at once (the others wait their turn, in order):
-    Django starts a thread (and, per thread, a database connection) for every request in flight, and 200 at
-    once cost ~50 MB of memory and the GIL's hand-overs between them without serving any faster."""
+    At most `threads` requests run their sync part at once (the others wait their turn, in order), in
+    threads that are reused: Django's handler starts a thread (and, per thread, a database connection) for
+    every request in flight, and 200 at once cost ~50 MB of memory and the GIL's hand-overs between them
+    without serving any faster."""
 
     def __init__(self, threads: int = 32) -> None:
         django_handlers.BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
-        self._threads = threads
-        self._slots: asyncio.Semaphore | None = None  # made in the server's event loop
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="request")
 
-    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self._threads)
-        async with self._slots:
-            return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+    def _in_pool[**P, R](self, fn: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
+        return SyncToAsync(fn, thread_sensitive=False, executor=self._pool)  # type: ignore[return-value]
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        # No ThreadSensitiveContext (a new thread per request): the sync part runs in the pool.
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        with closing(body_file):
+            set_script_prefix(get_script_prefix(scope))
+            response: HttpResponseBase | None = None
+            try:  # as Django's handler: a client that goes away mid-request ends the wait (RequestAborted)
+                async with asyncio.TaskGroup() as group:
+                    listening = group.create_task(self.listen_for_disconnect(receive))
+                    response = await self._in_pool(self._serve)(scope, body_file)
+                    await self.send_response(response, send)
+                    listening.cancel()
+            except* RequestAborted:
+                pass
+            if response is None:
+                await signals.request_finished.asend(sender=self.__class__)
+            elif response.streaming:
+                await self._in_pool(response.close)()
+
+    def _serve(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            assert error_response is not None  # create_request answers one or the other
+            response: HttpResponseBase = error_response
+        else:
+            response = self.get_response(request)
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size
+        if not response.streaming:
+            response.close()  # request_finished here, in the thread that served the request
+        return response
 
 
 # -- 6. the streamed chat request of a provider, built once ----------------------------------------------
