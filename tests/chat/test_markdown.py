@@ -5,7 +5,10 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from chat import markdown
 from chat.markdown import ALLOWED_TAGS, render_markdown
 
 
@@ -197,3 +200,86 @@ def test_images_become_links_so_nothing_loads_by_itself() -> None:
     assert hrefs(html) == ["https://example.com/c.png", None]
     assert ">chart of sales</a>" in html
     assert_inert(html)
+
+
+# --- the plain-text fast path gives the parser's HTML -----------------------------------------------
+
+# Pieces that look plain and are not (lists, links, breaks, indentation) next to ones that are.
+_PIECES = st.sampled_from(
+    [
+        "word",
+        "Ünïcödé",
+        "東京",
+        "42",
+        "1.",
+        "1)",
+        "12. item",
+        "e.g.",
+        "example.com",
+        "a.b",
+        "end.",
+        " ",
+        "  ",
+        "    ",
+        "\n",
+        "\n\n",
+        "\n\n\n",
+        " \n",
+        "\n ",
+        ",",
+        ";",
+        ":",
+        "?",
+        "!",
+        "'",
+        '"',
+        "(",
+        ")",
+        "%",
+        "-",
+        "*",
+        "_",
+        "#",
+        "`",
+        "[x](y)",
+        "<b>",
+        "&amp;",
+        "|",
+        "~~",
+        "=",
+        "\\",
+        "\t",
+        "http://x.io",
+        "a@b.co",
+        "\u00a0",
+        "\r\n",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_plain_text_renders_as_the_parser_renders_it(text: str) -> None:
+    fast = markdown._plain_paragraphs(text)
+    if fast is not None:
+        assert markdown._CLEANER.clean(fast) == markdown._CLEANER.clean(markdown._PARSER.render(text)), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello there! It's 5 o'clock (UTC).",
+        'First line.\nSecond line.\n\nA new paragraph: "quoted"?',
+        "東京 ß 42%",
+    ],
+)
+def test_typical_short_answers_take_the_fast_path(text: str) -> None:
+    assert markdown._plain_paragraphs(text) is not None
+    assert render_markdown(text) == markdown._CLEANER.clean(markdown._PARSER.render(text))
+
+
+@pytest.mark.parametrize(
+    "text", ["1. one\n2. two", "see example.com", "a  \nb", "    code", "**bold**", "a\n\n\nb", "1) x"]
+)
+def test_text_that_may_mean_something_takes_the_parser(text: str) -> None:
+    assert markdown._plain_paragraphs(text) is None
