@@ -38,6 +38,7 @@ class LiveRegistry:
         self._load = load
         self._semaphore = asyncio.Semaphore(max_concurrent_turns)
         self._loading: dict[str, asyncio.Task[SessionController]] = {}
+        self._logs_capped_at = -float("inf")
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -158,7 +159,14 @@ class LiveRegistry:
     def cap_dormant_logs(self, kept: int = DORMANT_LOGS_KEPT) -> None:
         """Dropped sessions' last runs are kept for `?since=`, but not those of every session ever used:
         beyond `kept`, or beyond DORMANT_BYTES_KEPT of events in all, the least recently used go (their
-        clients get `resync` instead of a replay)."""
+        clients get `resync` instead of a replay).
+
+        Within the count, the byte total (a walk over every log) is looked at once a second, not on each
+        call: a chat-per-request integration calls this after every chat, with thousands of logs kept."""
+        now = time.monotonic()
+        if len(self.logs) - len(self.controllers) <= kept and now - self._logs_capped_at < 1.0:
+            return
+        self._logs_capped_at = now
         dormant = sorted(
             (log.touched, sid, log.bytes) for sid, log in self.logs.items() if sid not in self.controllers
         )

@@ -238,12 +238,12 @@ class LiveSessions(ABC):
 
     # -- idle sessions -------------------------------------------------------------------------------
 
-    async def evict_idle(self, *, idle_for: float = IDLE_SECONDS) -> int:
+    async def evict_idle(self, *, idle_for: float = IDLE_SECONDS, keep: int | None = None) -> int:
         """Drop the controllers of sessions idle here for `idle_for` seconds (memory stays bounded by the
-        sessions in use, not by every session touched since start). Stored state is untouched."""
-        evicted = list(
-            dict.fromkeys([*self.registry.idle_for(idle_for), *self.registry.crowded_idle(LIVE_KEPT)])
-        )
+        sessions in use, not by every session touched since start), and beyond `keep` (LIVE_KEPT) live
+        ones the idle ones that lose nothing by it. Stored state is untouched."""
+        crowded = self.registry.crowded_idle(LIVE_KEPT if keep is None else keep)
+        evicted = list(dict.fromkeys([*self.registry.idle_for(idle_for), *crowded]))
         for session_id in evicted:
             controller = self.registry.forget(session_id)
             if controller is not None:
@@ -254,14 +254,15 @@ class LiveSessions(ABC):
 
     def _shed_if_crowded(self) -> None:
         """After a socket left: when more than LIVE_KEPT controllers are live, drop the idle ones that lose
-        nothing by it (chat/live/registry.py crowded_idle) — once at a time, in the background."""
+        nothing by it (chat/live/registry.py crowded_idle) — once at a time, in the background, down to a
+        tenth below the cap, so that it runs once per ~50 sockets that leave, not after each."""
         if len(self.registry.controllers) <= LIVE_KEPT or self._shedding:
             return
         self._shedding = True
 
         async def shed() -> None:
             try:
-                await self.evict_idle()
+                await self.evict_idle(keep=LIVE_KEPT - LIVE_KEPT // 10)
             except Exception:
                 logger.exception("dropping idle sessions failed")
             finally:

@@ -142,3 +142,35 @@ def test_idle_sessions_keep_their_last_runs_within_a_byte_budget(monkeypatch) ->
         registry.logs[f"s{n}"] = log
     registry.cap_dormant_logs()
     assert sorted(registry.logs) == ["s4", "s5"], "the most recently used ones that fit stay"
+
+
+def test_the_byte_budget_of_idle_sessions_is_walked_at_most_once_a_second(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 18: the cap runs after every chat of a chat-per-request integration; within the count of logs
+    kept, the walk over every log's bytes happens once a second (past the count, at once)."""
+    from chat.live import registry as registry_module
+    from chat.live.events import EventLog
+
+    clock = [1000.0]
+    monkeypatch.setattr(registry_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(registry_module, "DORMANT_BYTES_KEPT", 50_000)
+    registry = registry_module.LiveRegistry(runtime=object(), load=None)  # type: ignore[arg-type]
+
+    def add(name: str) -> None:
+        log = EventLog(name, last_seq=0, reserved=10**9)
+        _run(log, "m", deltas=15)  # ~19 KB
+        log.touched = clock[0]
+        registry.logs[name] = log
+
+    add("s0")
+    registry.cap_dormant_logs()
+    for n in range(1, 4):
+        add(f"s{n}")
+    registry.cap_dormant_logs()
+    assert len(registry.logs) == 4, "within the second and the count: not walked"
+    clock[0] += 1.0
+    registry.cap_dormant_logs()
+    assert sorted(registry.logs) == ["s2", "s3"], "a second later, the byte budget holds again"
+    for n in range(4, 8):
+        add(f"s{n}")
+    registry.cap_dormant_logs(kept=3)
+    assert len(registry.logs) <= 3, "past the count, at once"
