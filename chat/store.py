@@ -60,10 +60,8 @@ def _check_fence(session_id: str, token: int | None) -> None:
 
 
 class DjangoQueueStore:
-    """QueueStore over Message rows: every queue change is written before it is acknowledged.
-
-    `token` (several processes only) fences the writes: see chat/ownership.py.
-    """
+    """QueueStore over Message rows: every queue change is written before it is acknowledged. `token`
+    (several processes only) fences the writes: see chat/ownership.py."""
 
     def __init__(
         self,
@@ -209,11 +207,9 @@ class DjangoQueueStore:
 
 def message_store_pending(*, session_id: str, request: Any) -> None:
     """Store a message before its owner process has seen it (docs/architecture.md: the database is the
-    truth). This write claims its id (a duplicate is refused, as the owner's store refuses one).
-
-    It has no queue position yet (queue_order NULL): the owner gives it one when the command reaches it,
-    or the next owner when it loads the queue (stored ones without a position go last, oldest first).
-    """
+    truth). This write claims its id (a duplicate is refused, as the owner's store refuses one). It has
+    no queue position yet (queue_order NULL): the owner gives it one when the command reaches it, or the
+    next owner when it loads the queue (stored ones without a position go last, oldest first)."""
     try:
         with transaction.atomic():
             _insert_pending(session_id=session_id, request=request)
@@ -398,6 +394,8 @@ class DjangoTurnRecorder:
 
     def _update(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
         where = {"session_id": self.session_id, "message_id": message_id}
+        if status == "streaming":  # progress: a row marked interrupted meanwhile (taken over) stays so
+            where["status"] = "streaming"
         update_rows(Message, where, content=content, reasoning=reasoning, status=status, **extra)
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:
@@ -418,8 +416,7 @@ def history_for_model(session_id: str, *, before_message_id: str) -> list[dict[s
     """Earlier turns as OpenAI chat messages: user, assistant (with tool calls) and tool results.
 
     The rows as they are stored: a turn that was interrupted mid-tool leaves calls without results
-    here, and the turn repairs them before the model sees them (agents/history.py), in one place.
-    """
+    here, and the turn repairs them before the model sees them (agents/history.py), in one place."""
     # SQL, not the ORM (agentsite/db.py): this runs for every turn over the whole conversation.
     with connection.cursor() as cursor:
         cursor.execute(

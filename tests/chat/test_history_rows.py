@@ -112,3 +112,26 @@ async def test_input_steered_while_a_step_streams_comes_after_that_step_in_the_h
         ("user", "also this"),
         ("assistant", "after the steer"),
     ]
+
+
+async def test_a_late_progress_write_does_not_revive_an_answer_marked_interrupted() -> None:
+    """The turn of a process that lost its session may still write its progress after the next owner
+    marked the answer `interrupted`: the mark stays (the answer's end, when it comes, still writes)."""
+    from agents.contract import ChatRequest
+    from chat.live.queue import PendingItem
+    from chat.store import DjangoTurnRecorder
+
+    user, _ = await a_user_with_key("carol")
+    session = await sync_to_async(factories.session)(user)
+    store = DjangoQueueStore(session.id)
+    await store.save_message(
+        PendingItem(ChatRequest(message_id="m1", content="go"), order=0), status="running", new=True
+    )
+    recorder = DjangoTurnRecorder(session.id, reply_to="m1")
+    await recorder.progress("w0 w1", "")
+    await store.save_message(
+        PendingItem(ChatRequest(message_id="m1", content=""), order=-1), status="interrupted"
+    )
+    await recorder.progress("w0 w1 w2", "")
+    (row,) = await assistant_rows(session.id)
+    assert row["status"] == "interrupted" and row["content"] == "w0 w1"
