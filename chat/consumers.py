@@ -155,15 +155,14 @@ class ChatConsumer(LeanWebsocketConsumer):
                 batch.append(queue.get_nowait())
             texts: list[str] = []
             for sent, event in enumerate(batch, 1):
-                if event is UNAVAILABLE or event is _CLOSED:
-                    await self.send_texts(texts)
+                if event is UNAVAILABLE or event is _CLOSED or event is _ACCOUNT_ENDED:
+                    await self.send_texts(texts)  # what was queued before it goes first
                     if event is UNAVAILABLE:
                         await self._refuse("unavailable", UNAVAILABLE_MESSAGE, CLOSE_TRY_AGAIN)
-                    else:
+                    elif event is _CLOSED:
                         await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
-                    return
-                if event is _ACCOUNT_ENDED:
-                    await self._refuse("unauthorized", self.ended, CLOSE_UNAUTHORIZED)
+                    else:
+                        await self._refuse("unauthorized", self.ended, CLOSE_UNAUTHORIZED)
                     return
                 seq = event.get("seq")
                 if seq is not None:

@@ -106,6 +106,23 @@ async def test_a_key_revoked_while_connected_closes_the_socket_with_no_frame_sen
     assert await closed_with(ws) == 4401
 
 
+async def test_what_was_published_before_the_account_ended_still_reaches_the_socket_first(session, alice_key):
+    """Frames already queued for the socket when its credential ends are sent, then the error and 4401."""
+    ws, first = await connect(session.id, key=alice_key)
+    assert first["type"] == "connected"
+    live = live_sessions()
+    (consumer,) = list(live.accounts._credentials)
+    audience = live.registry.controllers[session.id]._audience  # what a turn's events go through
+    published = {"type": "delta", "content": "already on its way", "message_id": "m0"}
+    audience.emit(published)
+    consumer.account_ended("The api_key was revoked.")  # in the same tick: both wait in its queue
+    frame = await ws.receive_json_from(timeout=2)
+    assert frame["type"] == "delta" and frame["seq"] == published["seq"]
+    frame = await ws.receive_json_from(timeout=2)
+    assert frame == {"type": "error", "data": {"code": "unauthorized", "message": "The api_key was revoked."}}
+    assert await closed_with(ws) == 4401
+
+
 async def test_a_key_revoked_behind_the_servers_back_closes_the_socket_within_2_s(session, alice_key):
     ws, first = await connect(session.id, key=alice_key)
     assert first["type"] == "connected"
