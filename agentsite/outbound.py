@@ -187,10 +187,15 @@ class GuardedTransport:
         self._connect_error: type[Exception] = library.ConnectError
         self._refused = _refused_error(library.ConnectError)
         self._last: dict[tuple[str, int], str] = {}
+        # Hosts written as an allowed address in its usual notation: nothing to resolve, check or pin again
+        # (the policy is frozen); a provider on 127.0.0.1 or 10.x saves a copy of every request.
+        self._allowed_addresses: set[str] = set()
 
     async def handle_async_request(self, request: Any) -> Any:
         url = request.url
         host = url.host
+        if host in self._allowed_addresses:
+            return await self._inner.handle_async_request(request)
         port = url.port or (443 if url.scheme == "https" else 80)
         try:
             addresses = await self._policy.checked_addresses(host, port, self._resolver)
@@ -219,6 +224,8 @@ class GuardedTransport:
                     raise
                 continue
             self._last[(host, port)] = address
+            if address == host and literal_address(host) is not None:
+                self._allowed_addresses.add(host)
             return response
         raise AssertionError("unreachable: checked_addresses never answers an empty list")
 

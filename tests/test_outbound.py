@@ -127,3 +127,26 @@ async def test_private_addresses_are_refused_at_connection_time_when_the_setting
                 await client.get(f"http://127.0.0.1:{stub.port}/")
 
     assert stub.requests == []
+
+
+async def test_an_allowed_address_is_checked_once_and_other_notations_are_still_pinned(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A provider at 127.0.0.1 is passed straight on after its first answer (issue 18: every reply paid a
+    check and a copy of its request); a host in another notation still goes to the address it stands for."""
+    from agentsite import outbound
+
+    checks: list[str] = []
+    real = OutboundPolicy.checked_addresses
+
+    async def counted(self, host, port, resolver=None):  # type: ignore[no-untyped-def]
+        checks.append(host)
+        return await real(self, host, port, resolver)
+
+    monkeypatch.setattr(outbound.OutboundPolicy, "checked_addresses", counted)
+    with http_stub(body=b"ok") as stub:
+        async with guarded_client(OPEN, []) as client:
+            for _ in range(3):
+                assert (await client.get(f"http://127.0.0.1:{stub.port}/")).status_code == 200
+            for _ in range(2):  # 127.0.0.1 in decimal: resolved to it and pinned each time
+                assert (await client.get(f"http://2130706433:{stub.port}/")).status_code == 200
+    assert checks == ["127.0.0.1", "2130706433", "2130706433"]
+    assert len(stub.requests) == 5
