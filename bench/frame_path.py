@@ -159,7 +159,10 @@ def _env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         LOG_LEVEL="WARNING",
         AGENTSITE_DATA_DIR=str(data_dir),
         AGENTSITE_EMBEDDED_SCHEDULER="false",
-        AGENTSITE_USER_MAX_SESSIONS="100000",  # one user holds every socket's session
+        # One user holds every socket's session: its session cap and the request throttles are off.
+        AGENTSITE_USER_MAX_SESSIONS="0",
+        AGENTSITE_RATE_USER="off",
+        AGENTSITE_RATE_ANON="off",
         PYTHONUNBUFFERED="1",
     )
     if args.database_url:
