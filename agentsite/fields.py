@@ -111,7 +111,7 @@ def query_flag(raw: str | None, name: str) -> bool:
     case; absent or empty is false; anything else is 400 `invalid`."""
     from agentsite.errors import ApiError
 
-    value = (raw or "").strip().lower()
+    value = (raw or "").lower()  # not stripped: " true" is not one of the spellings (the schema's pattern)
     if value in FLAG_TRUE or value in FLAG_FALSE or value == "":
         return value in FLAG_TRUE
     raise ApiError(400, "invalid", f"{name} must be true or false.", fields={name: ["must be true or false"]})

@@ -76,10 +76,14 @@ PAGE_PARAMETERS = [
 
 
 def flag_parameter(name: str, description: str) -> OpenApiParameter:
-    """A true/false query parameter as agentsite.fields.query_flag reads it (empty: as if absent)."""
-    spellings = [*FLAG_TRUE, *FLAG_FALSE, ""]
+    """A true/false query parameter as agentsite.fields.query_flag reads it: its spellings in any case
+    (a pattern: an enum would refuse `TRUE`, which the server takes), empty as if absent."""
+    any_case = (
+        "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word) for word in (*FLAG_TRUE, *FLAG_FALSE)
+    )
+    pattern = f"^({'|'.join(any_case)})?$"
     return OpenApiParameter(
-        name, {"type": "string", "enum": spellings}, description=f"{description} (`true|false`)"
+        name, {"type": "string", "pattern": pattern}, description=f"{description} (`true|false`)"
     )
 
 

@@ -226,3 +226,22 @@ def test_options_answers_on_every_path(
         response = api(alice_key).client.options(url, **api(alice_key).headers)
         allowed = {200, 403} if path == "/api/v1/audit" else {200, 404}  # the audit trail is staff's
         assert response.status_code in allowed, (path, response.status_code, response.content[:300])
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["true", "TRUE", "Yes", "1", "false", "No", "0", "", " true", "\x1etrue", "\x1e", "tru", "yes ", "9"],
+)
+def test_a_flags_schema_admits_exactly_what_the_server_takes(raw: str) -> None:
+    """The fuzzer found `?hide=%1E` taken as false (stripped as whitespace) where the schema refused it."""
+    from agentsite.errors import ApiError
+    from agentsite.fields import query_flag
+    from agentsite.openapi import flag_parameter
+
+    admitted = re.fullmatch(flag_parameter("hide", "h").type["pattern"], raw) is not None
+    try:
+        query_flag(raw, "hide")
+        taken = True
+    except ApiError:
+        taken = False
+    assert admitted == taken, raw
