@@ -54,10 +54,14 @@ class StepText:
     def text(self) -> str:
         return "".join(self.parts)
 
-    async def maybe_progress(self) -> None:
-        """Write the text so far down, if a second has passed since it last was."""
-        if self._recorder is not None and time.monotonic() - self._written_at >= PROGRESS_SECONDS:
-            self._written_at = time.monotonic()
+    def progress_due(self) -> bool:
+        """A second has passed since the text was last written down (checked per chunk: no await)."""
+        return self._recorder is not None and time.monotonic() - self._written_at >= PROGRESS_SECONDS
+
+    async def progress(self) -> None:
+        """Write the text so far down."""
+        self._written_at = time.monotonic()
+        if self._recorder is not None:
             await self._recorder.progress(self.text, "".join(self.reasoning))
 
     async def completed(self, tool_calls: list[dict[str, Any]], usage: dict[str, int] | None) -> None:

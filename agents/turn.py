@@ -203,10 +203,8 @@ class AgentTurn:
         options: list[dict[str, Any]] | None = None,
         preview: dict[str, Any] | None = None,
     ) -> ConfirmationOutcome:
-        """Ask the user and wait for the answer, the timeout, or the turn's end.
-
-        Also offered to tools as ``ToolContext.request_permission`` (ACP permission requests).
-        """
+        """Ask the user and wait for the answer, the timeout, or the turn's end. Also offered to tools as
+        ``ToolContext.request_permission`` (ACP permission requests)."""
         confirmation_id = f"conf_{uuid.uuid4().hex}"
         future: asyncio.Future[ConfirmationOutcome] = asyncio.get_running_loop().create_future()
         self._confirmations[confirmation_id] = future
@@ -322,7 +320,8 @@ class AgentTurn:
             if chunk.content:
                 self._step.parts.append(chunk.content)
                 self._emit({"type": "delta", "content": chunk.content})
-                await self._step.maybe_progress()
+                if self._step.progress_due():
+                    await self._step.progress()
                 if first:
                     # The first words go out before the rest of a reply whose chunks are all here already
                     # (buffered, or a fast model): other sessions' new answers start in the meantime.

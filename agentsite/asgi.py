@@ -1,6 +1,7 @@
-"""ASGI entry point: HTTP through Django (its middleware chain and view in one hand-over to the request's
-thread: agentsite/internals.py), WebSockets through Channels with our authentication, and the server
-process's start and stop (agentsite/lifecycle.py: the ASGI lifespan, or a warning without it)."""
+"""ASGI entry point: HTTP through Django (request_started, its middleware chain, the view and the response's
+close in one hand-over to a thread of the handler's pool: agentsite/internals.py), WebSockets through
+Channels with our authentication, and the server process's start and stop (agentsite/lifecycle.py: the
+ASGI lifespan, or a warning without it)."""
 
 from __future__ import annotations
 
