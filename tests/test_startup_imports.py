@@ -1,6 +1,7 @@
 """A server process does not load the SDKs that only some chats need: the openai SDK (~38 MB) when a real
 provider is first called, the MCP SDK with jsonschema (~29 MB) when an MCP server is first used
-(agents/llm.py, mcpservers/tools.py). Checked in a fresh interpreter, as a server starts."""
+(agents/llm.py, mcpservers/tools.py); nor what libraries import only if it is installed and agentsite never
+uses (agentsite/lean_imports.py). Checked in a fresh interpreter, as a server starts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 from django.conf import settings
 
-LAZY = ("openai", "mcp", "mcp_types", "jsonschema", "httpx2", "uvicorn", "starlette")
+LAZY = ("openai", "mcp", "mcp_types", "jsonschema", "httpx2", "uvicorn", "starlette", "requests", "click")
 
 
 def test_the_application_starts_without_the_sdks_some_chats_need() -> None:
@@ -29,3 +30,22 @@ def test_the_application_starts_without_the_sdks_some_chats_need() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"loaded at start: {done.stdout.strip()}"
+
+
+def test_the_skipped_optional_packages_still_import_for_whoever_needs_them() -> None:
+    script = (
+        "import sys, django; django.setup(); import agentsite.asgi;"
+        "import rest_framework.compat, autobahn.util;"
+        "assert rest_framework.compat.requests is None and not autobahn.util._HAS_CLICK;"
+        "import requests, click; print(requests.__name__, click.__name__)"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+        "AGENTSITE_DATA_DIR": str(settings.DATA_DIR),
+    }
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["requests", "click"]
