@@ -187,11 +187,13 @@ or a browser session (CSRF applies to unsafe methods). Every error answers
 
 Not an HTTP operation, so described here (docs/protocol.md §3). Connect with the browser session cookie
 (from an allowed `Origin`) or `?api_key=<key>`; `?since=SEQ` replays every retained event after SEQ (or
-sends `resync`). One JSON object per text frame; frames over `AGENTSITE_WS_MAX_FRAME_BYTES` close the
-socket with 1009.
+sends `resync`); `?create=1` (with `agent_name=`, `title=` as for `POST /chat/sessions`) creates the
+session when the user has none with that id: a chat in one round trip. One JSON object per text frame;
+frames over `AGENTSITE_WS_MAX_FRAME_BYTES` close the socket with 1009.
 
 - The server first sends `{"type": "connected", "session_id", "snapshot", "last_seq"}`, or an `error` and a
-  close: `unauthorized` (4401), `not_found` (4404), `closed` (4410).
+  close: `unauthorized` (4401), `not_found` (4404), `closed` (4410); with `create`, also `session_exists`
+  (4409), `invalid` and `limit_reached` (4400).
 - Client frames: `ping`; `message {content, message_id?, steer?, config?, approval_mode?, model?}` (the body
   of `POST …/messages`); `steer {message_id}`; `remove {message_id}`; `cancel`;
   `confirmation_reply {confirmation_id, approved, option_id?}`.

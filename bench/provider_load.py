@@ -1,7 +1,7 @@
 """Provider-path benchmark (issue 18): replies from an OpenAI-compatible model over HTTP, through the real
 model client, the turn loop and the socket — agentsite against a minimal proxy of the same model, one run.
 
-    .venv/bin/python bench/provider_load.py [--quick] [--sessions 1,50,200] [--variants new,reuse]
+    .venv/bin/python bench/provider_load.py [--quick] [--sessions 1,50,200] [--variants new,create,reuse]
                                             [--seconds 10] [--runs 1] [--chunks 50] [--clients 2]
                                             [--close] [--profile DIR] [--no-pin] [--skip-floor]
 
@@ -14,9 +14,11 @@ Three processes besides the load clients:
   wide (one bench user runs every chat), `AGENTSITE_MAX_CONCURRENT_TURNS` = the largest N.
 The server under test is pinned to core 0 (`taskset -c 0`); the clients and the fake model to core 1.
 
-Two workloads, each with N closed-loop clients for --seconds:
+Three workloads, each with N closed-loop clients for --seconds:
 - `new`: every chat is new: `POST /api/v1/chat/sessions`, open its socket, wait for `connected`, send one
   message, read the reply to its `result`, close;
+- `create`: the same in one round trip: open a socket on a new id with `?create=1`, wait for `connected`,
+  send one message, read the reply, close (docs/protocol.md §3.1 extension; the floor ignores `create`);
 - `reuse`: one session and socket per client (opened before the clock starts), message after message.
 Figures: chunks/s (delta frames received ÷ time from the first send to the last frame), first chunk p50/p99
 (from a message's send to its first delta), chat setup p50/p99 (POST + socket + `connected`; for `reuse`
@@ -41,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -83,10 +86,16 @@ class Chat:
         self.ws: Any = None
 
     async def open(self) -> bool:
-        """POST a session, open its socket, read `connected`; the time it took is a chat setup."""
+        """POST a session, open its socket, read `connected`; the time it took is a chat setup. `create`:
+        no POST, the socket creates its session (`?create=1`, docs/protocol.md §3.1 extension)."""
         spec, stats = self.spec, self.stats
         started = time.monotonic()
         try:
+            if spec["variant"] == "create":
+                url = spec["ws"] + f"/api/v1/chat/ws/{uuid.uuid4()}?api_key={spec['key']}&create=1"
+                self.ws = await self.http.ws_connect(url, autoping=True, compress=0, max_msg_size=0)
+                first = json.loads((await self.ws.receive(timeout=60)).data)
+                return self._opened(first, started)
             async with self.http.post(
                 spec["base"] + "/api/v1/chat/sessions",
                 json={},
@@ -105,10 +114,13 @@ class Chat:
         except Exception as exc:  # a failure to open is a reported error, not a crash
             stats.errors.append(f"open: {type(exc).__name__}: {exc}")
             return False
+        return self._opened(first, started)
+
+    def _opened(self, first: dict[str, Any], started: float) -> bool:
         if first.get("type") != "connected":
-            stats.errors.append(f"open: first frame {first.get('type')}: {first.get('data')}")
+            self.stats.errors.append(f"open: first frame {first.get('type')}: {first.get('data')}")
             return False
-        stats.setup.append(time.monotonic() - started)
+        self.stats.setup.append(time.monotonic() - started)
         return True
 
     async def ask(self, message_id: str, deadline: float) -> bool:
@@ -176,13 +188,13 @@ async def _client_loop(
     count = 0
     try:
         while time.monotonic() < end:
-            if spec["variant"] == "new":
+            if spec["variant"] != "reuse":
                 if not await chat.open():
                     await asyncio.sleep(0.05)
                     continue
             count += 1
             ok = await chat.ask(f"{tag}m{count}", deadline)
-            if spec["variant"] == "new" or not ok:
+            if spec["variant"] != "reuse" or not ok:
                 await chat.close()
                 if not ok and spec["variant"] == "reuse":
                     return
@@ -590,12 +602,13 @@ def report(phases: list[Phase], args: argparse.Namespace) -> bool:
         lambda r: r.us_per_chunk <= 40,
         lambda r: f"{r.us_per_chunk:.1f} µs ({r.chunks_per_second:,.0f} chunks/s)",
     )
-    target(
-        "N=50, a new session per chat: <= 80 µs/chunk",
-        ("new", 50),
-        lambda r: r.us_per_chunk <= 80,
-        lambda r: f"{r.us_per_chunk:.1f} µs ({r.chunks_per_second:,.0f} chunks/s)",
-    )
+    for variant, how in (("new", "POST + socket"), ("create", "one round trip, ?create=1")):
+        target(
+            f"N=50, a new session per chat ({how}): <= 80 µs/chunk",
+            (variant, 50),
+            lambda r: r.us_per_chunk <= 80,
+            lambda r: f"{r.us_per_chunk:.1f} µs ({r.chunks_per_second:,.0f} chunks/s)",
+        )
     for variant in args.variants:
         target(
             f"N=50, {variant}: first chunk p99 <= 150 ms",
@@ -603,18 +616,19 @@ def report(phases: list[Phase], args: argparse.Namespace) -> bool:
             lambda r: r.first_p99 <= 150,
             lambda r: f"{r.first_p99:.1f} ms",
         )
-    target(
-        "N=50: chat setup p99 <= 60 ms",
-        ("new", 50),
-        lambda r: r.setup_p99 <= 60,
-        lambda r: f"{r.setup_p99:.1f} ms",
-    )
-    target(
-        "N=200: chat setup p99 <= 250 ms",
-        ("new", 200),
-        lambda r: r.setup_p99 <= 250,
-        lambda r: f"{r.setup_p99:.1f} ms",
-    )
+    for variant in ("new", "create"):
+        target(
+            f"N=50, {variant}: chat setup p99 <= 60 ms",
+            (variant, 50),
+            lambda r: r.setup_p99 <= 60,
+            lambda r: f"{r.setup_p99:.1f} ms",
+        )
+        target(
+            f"N=200, {variant}: chat setup p99 <= 250 ms",
+            (variant, 200),
+            lambda r: r.setup_p99 <= 250,
+            lambda r: f"{r.setup_p99:.1f} ms",
+        )
     peak = [r for r in rows if r.server == "agentsite" and r.sessions == 200]
     if peak:
         worst = max(r.rss for r in peak)
@@ -633,7 +647,11 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="a short run: 3 s per phase, one run")
     parser.add_argument("--sessions", default="1,50,200", help="concurrent clients N (default 1,50,200)")
-    parser.add_argument("--variants", default="new,reuse", help="new (a session per chat), reuse, or both")
+    parser.add_argument(
+        "--variants",
+        default="new,create,reuse",
+        help="new (POST + socket per chat), create (one socket per chat, ?create=1), reuse (one per client)",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each phase (default 10)")
     parser.add_argument("--runs", type=int, default=1, help="repeat everything; medians are reported")
     parser.add_argument("--chunks", type=int, default=50, help="content chunks per reply, K (default 50)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+from urllib.parse import parse_qs
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
@@ -18,12 +19,14 @@ from agentsite import jsonio
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError, ServiceUnavailable
+from agentsite.fields import query_flag
 from agentsite.internals import LeanWebsocketConsumer
 from chat import inputs
 from chat.live import UNAVAILABLE, Attachment, Unavailable, live_sessions
 from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
-from chat.services import message_submit, session_get_open_for_user
+from chat.serializers import SessionCreateSerializer
+from chat.services import message_submit, session_get_open_for_user, session_get_or_create_open
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +34,8 @@ CLOSE_UNAUTHORIZED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
 CLOSE_RATE_LIMITED = 4429  # too many wrong api_keys from this address (docs/protocol.md §6.2)
+CLOSE_INVALID = 4400  # `?create=1` with fields POST would refuse (docs/protocol.md §3.1 extension)
+CLOSE_SESSION_EXISTS = 4409
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect with ?since= (agentsite/internals.py lets daphne)
 # A socket sends at most this many frames of a burst before letting other tasks run: a busy server
@@ -38,6 +43,12 @@ CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect with ?since= (agentsite/i
 SEND_SLICE = 16
 _CLOSED: dict[str, Any] = {"type": "__closed__"}
 _ACCOUNT_ENDED: dict[str, Any] = {"type": "__account_ended__"}
+# How a session that cannot be opened is refused: error code and close code, by the domain error's code.
+_REFUSALS = {
+    "not_found": ("not_found", CLOSE_NOT_FOUND),
+    "session_closed": ("closed", CLOSE_CLOSED),
+    "session_exists": ("session_exists", CLOSE_SESSION_EXISTS),
+}
 UNAVAILABLE_MESSAGE = "The session cannot go on in this server process now; reconnect with ?since= to resume."
 
 
@@ -78,14 +89,16 @@ class ChatConsumer(LeanWebsocketConsumer):
             await self._refuse("unauthorized", message, CLOSE_UNAUTHORIZED)
             return
         try:
-            await database_sync_to_async(session_get_open_for_user)(
-                user=self.scope["user"], session_id=self.session_id
-            )
+            create = self._create_fields()
+            if create is None:
+                await database_sync_to_async(session_get_open_for_user)(
+                    user=self.scope["user"], session_id=self.session_id
+                )
+            else:
+                await database_sync_to_async(session_get_or_create_open)(user=self.scope["user"], **create)
         except DomainError as exc:
-            close_code = CLOSE_CLOSED if exc.code == "session_closed" else CLOSE_NOT_FOUND
-            await self._refuse(
-                "closed" if exc.code == "session_closed" else "not_found", exc.message, close_code
-            )
+            code, close_code = _REFUSALS.get(exc.code, (exc.code, CLOSE_INVALID))
+            await self._refuse(code, exc.message, close_code)
             return
         live = live_sessions()
         try:
@@ -131,16 +144,33 @@ class ChatConsumer(LeanWebsocketConsumer):
             self.queue.put_nowait(_ACCOUNT_ENDED)
             self.queue = None
 
-    def _since(self) -> int | None:
-        from urllib.parse import parse_qs
+    def _query(self, name: str) -> str | None:
+        values = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get(name)
+        return values[0] if values else None
 
-        values = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get("since")
-        if not values:
+    def _since(self) -> int | None:
+        value = self._query("since")
+        if value is None:
             return None
         try:
-            return max(int(values[0]), 0)
+            return max(int(value), 0)
         except ValueError:
             return 0
+
+    def _create_fields(self) -> dict[str, Any] | None:
+        """With `?create=1`: the fields of `POST /chat/sessions` from the query (`agent_name`, `title`) and
+        the path's id, validated as POST validates them; None without it."""
+        if not query_flag(self._query("create"), "create"):
+            return None
+        data = {"session_id": self.session_id}
+        for name in ("agent_name", "title"):
+            if (value := self._query(name)) is not None:
+                data[name] = value
+        fields = SessionCreateSerializer(data=data)
+        if not fields.is_valid():
+            problems = "; ".join(f"{name}: {' '.join(map(str, why))}" for name, why in fields.errors.items())
+            raise inputs.InvalidInput(f"Cannot create the session: {problems}")
+        return dict(fields.validated_data)
 
     async def _refuse(self, code: str, message: str, close_code: int) -> None:
         await self._send_error(DomainError(message, code=code))

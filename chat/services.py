@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from typing import Any
@@ -86,6 +87,23 @@ def session_create(
     except IntegrityError:
         # The same answer whoever owns it: the id is taken, nothing more (docs/protocol.md).
         raise SessionExists(f"The session id {session_id} is already in use; choose another.") from None
+
+
+def session_get_or_create_open(
+    *, user: User, session_id: str, agent_name: str = DEFAULT_AGENT, title: str = ""
+) -> Session:
+    """A socket's `?create=1` (docs/protocol.md §3.1 extension): the user's open session with this id, else
+    a new one as `POST /chat/sessions` makes it (same checks, same errors; an id another user holds is
+    `session_exists`, as for POST). Two sockets of the user creating one id at once both get it."""
+    try:
+        return session_get_open_for_user(user=user, session_id=session_id)
+    except SessionNotFound:
+        try:
+            return session_create(user=user, agent_name=agent_name, title=title, session_id=session_id)
+        except SessionExists:
+            with contextlib.suppress(SessionNotFound):
+                return session_get_open_for_user(user=user, session_id=session_id)
+            raise
 
 
 def _open_sessions(user_id: int) -> int:

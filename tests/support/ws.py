@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from channels.testing import WebsocketCommunicator
 
@@ -18,14 +19,17 @@ async def connect(
     key: str | None = None,
     since: int | None = None,
     headers: list[tuple[bytes, bytes]] | None = None,
+    query: dict[str, str] | None = None,
 ) -> tuple[WebsocketCommunicator, dict[str, Any]]:
-    """Open a socket and return it with the first frame the server sent (connected or error)."""
-    query = []
+    """Open a socket and return it with the first frame the server sent (connected or error). `query`: more
+    query parameters (`create`, `agent_name`, `title`)."""
+    params = dict(query or {})
     if key is not None:
-        query.append(f"api_key={key}")
+        params["api_key"] = key
     if since is not None:
-        query.append(f"since={since}")
-    path = f"/api/v1/chat/ws/{session_id}" + (f"?{'&'.join(query)}" if query else "")
+        params["since"] = str(since)
+    query_string = urlencode(params)
+    path = f"/api/v1/chat/ws/{session_id}" + (f"?{query_string}" if query_string else "")
     communicator = WebsocketCommunicator(application, path, headers=headers or [])
     connected, _ = await communicator.connect(timeout=TIMEOUT)
     assert connected, "the server must accept the socket before it answers"
