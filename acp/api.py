@@ -5,8 +5,6 @@ Site configuration: readable by every user, writable by staff.
 
 from __future__ import annotations
 
-import re
-
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,11 +12,9 @@ from rest_framework.response import Response
 from acp.serializers import RunnerInputSerializer, RunnerListSerializer, RunnerSerializer
 from acp.services import RunnerEnvError, runner_delete, runner_get, runner_list, runner_upsert
 from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
-from agents.models import NAME_PATTERN
 from agentsite.errors import ApiError
 from agentsite.openapi import errors
 
-_RUNNER_NAME = re.compile(NAME_PATTERN)
 RUNNER_NOT_FOUND = errors({404: "not_found: no such agent, or no such runner of it"})
 
 
@@ -59,9 +55,7 @@ class AgentRunnerApi(AgentConfigApi):
     )
     def put(self, request: Request, name: str, runner: str) -> Response:
         agent = self._agent(name)
-        if not _RUNNER_NAME.fullmatch(runner):
-            message = "A runner name is 1-64 letters, digits, '_' or '-'."
-            raise ApiError(400, "invalid", f"name: {message}", fields={"name": [message]})
+        self._named("runner", runner)
         data = RunnerInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from acp.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
 from acp.updates import TOOL_PARSE_MODES
+from agents.serializers import SandboxPathsField
 from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
 
 
@@ -23,9 +24,7 @@ class RunnerInputSerializer(serializers.Serializer):
     timeout_seconds = StrictIntegerField(
         default=DEFAULT_TIMEOUT_SECONDS, min_value=1, max_value=MAX_TIMEOUT_SECONDS
     )
-    sandbox_paths = serializers.ListField(
-        child=StrictCharField(trim_whitespace=False, max_length=4096), default=list, max_length=64
-    )
+    sandbox_paths = SandboxPathsField()
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -38,14 +37,6 @@ class RunnerInputSerializer(serializers.Serializer):
         for key in value:
             if not key or "=" in key or "\x00" in key:
                 raise serializers.ValidationError(f"{key!r} is not a valid environment variable name.")
-        return value
-
-    def validate_sandbox_paths(self, value: list[str]) -> list[str]:
-        from agents.sandbox.site import sandbox_path_refusal
-
-        errors = [reason for reason in map(sandbox_path_refusal, value) if reason is not None]
-        if errors:
-            raise serializers.ValidationError(errors)
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

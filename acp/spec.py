@@ -6,14 +6,13 @@ Plain Python, no Django: the delegate tool builds specs from stored runner confi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from acp.updates import TOOL_PARSE_MODES
 from agents.sandbox import Confinement, Sandbox
-from agents.sandbox.base import NO_LIMITS
-from agents.sandbox.children import build_runner_env
+from agents.sandbox.children import runner_confinement
 
 ErrorCode = Literal[
     "spawn_failed",
@@ -66,12 +65,11 @@ class AcpRunnerSpec:
         return self.sandbox.workspace_inside(self.cwd) if self.sandbox is not None else str(self.cwd)
 
     def confinement(self) -> Confinement:
-        """What the runner's process may see and do. Runners live long: no CPU-seconds limit."""
-        limits = replace(self.sandbox.limits, cpu_seconds=None) if self.sandbox is not None else NO_LIMITS
-        return Confinement(
+        """What the runner's process may see and do (agents/sandbox/children.py)."""
+        return runner_confinement(
+            self.sandbox,
             workspace=self.cwd,
-            env=build_runner_env(self.env),
-            limits=limits,
+            env=self.env,
             network=self.network,
             home=self.home,
             read_only=self.read_only,

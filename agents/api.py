@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -12,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.models import DEFAULT_AGENT, Agent, Provider, SiteDefault
+from agents.models import DEFAULT_AGENT, NAME_PATTERN, Agent, Provider, SiteDefault
 from agents.serializers import (
     ActiveModelOutSerializer,
     ActiveModelSerializer,
@@ -228,8 +229,12 @@ async def _list_and_close(client: Any) -> list[str]:
         await client.aclose()
 
 
+_CONFIG_NAME = re.compile(NAME_PATTERN)
+
+
 class AgentConfigApi(APIView):
-    """Base of the per-agent configuration endpoints (tools here, ACP runners in acp/api.py)."""
+    """Base of the per-agent configuration endpoints (tools here, ACP runners in acp/api.py, MCP servers in
+    mcpservers/api.py)."""
 
     permission_classes = [IsStaffOrReadOnly]
 
@@ -238,6 +243,13 @@ class AgentConfigApi(APIView):
         if agent is None:
             raise ApiError(404, "not_found", f"Agent {name} not found.")
         return agent
+
+    def _named(self, kind: str, name: str) -> str:
+        """The name of a runner or MCP server from its URL (`PUT` creates it): 1-64 of `[A-Za-z0-9_-]`."""
+        if not _CONFIG_NAME.fullmatch(name):
+            message = f"A {kind} name is 1-64 letters, digits, '_' or '-'."
+            raise ApiError(400, "invalid", f"name: {message}", fields={"name": [message]})
+        return name
 
     def _set(self, name: str, tool: str, enabled: bool | None) -> Response:
         try:

@@ -16,6 +16,26 @@ from agentsite.fields import (
     StrictURLField,
 )
 
+
+class SandboxPathsField(serializers.ListField):
+    """`sandbox_paths` of an ACP runner or an MCP server: host paths its program needs to see, each one
+    the site allows (agents/sandbox/site.py `sandbox_path_refusal`: absolute, no data dir, no code)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("default", list)
+        child = StrictCharField(trim_whitespace=False, max_length=4096)
+        super().__init__(child=child, max_length=64, **kwargs)
+
+    def to_internal_value(self, data: Any) -> list[str]:
+        from agents.sandbox.site import sandbox_path_refusal
+
+        value: list[str] = super().to_internal_value(data)
+        errors = [reason for reason in map(sandbox_path_refusal, value) if reason is not None]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+
 # `/providers/active` is a route of its own: a provider with that id could never be read or changed.
 RESERVED_PROVIDER_IDS = frozenset({"active"})
 

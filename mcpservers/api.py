@@ -5,14 +5,12 @@ Site configuration: readable by every user (secret values masked), writable by s
 
 from __future__ import annotations
 
-import re
-
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
-from agents.models import NAME_PATTERN, Agent
+from agents.models import Agent
 from agentsite.errors import ApiError
 from agentsite.openapi import errors
 from mcpservers.models import McpServer
@@ -24,7 +22,6 @@ from mcpservers.serializers import (
 )
 from mcpservers.services import SecretKeepError, server_delete, server_get, server_list, server_upsert
 
-_SERVER_NAME = re.compile(NAME_PATTERN)
 SERVER_NOT_FOUND = errors({404: "not_found: no such agent, or no such MCP server of it"})
 
 
@@ -70,9 +67,7 @@ class AgentMcpServerApi(_ServerApi):
     )
     def put(self, request: Request, name: str, server: str) -> Response:
         agent = self._agent(name)
-        if not _SERVER_NAME.fullmatch(server):
-            message = "A server name is 1-64 letters, digits, '_' or '-'."
-            raise ApiError(400, "invalid", f"name: {message}", fields={"name": [message]})
+        self._named("server", server)
         data = McpServerInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         try:

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,8 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
 from agents.sandbox import Confinement, Sandbox, SandboxRefused
-from agents.sandbox.base import NO_LIMITS
-from agents.sandbox.children import SpawnError, build_runner_env
+from agents.sandbox.children import SpawnError, runner_confinement
 from agentsite.outbound import OutboundPolicy, OutboundRefused
 from mcpservers.stdio import LinkState, sandboxed_stdio
 
@@ -81,13 +80,12 @@ class McpServerSpec:
     policy: OutboundPolicy | None = None
 
     def confinement(self) -> Confinement:
-        """Where a stdio server runs. It lives long, like a runner: no CPU-seconds limit."""
+        """Where a stdio server runs: as a runner (agents/sandbox/children.py)."""
         assert self.workspace is not None
-        limits = replace(self.sandbox.limits, cpu_seconds=None) if self.sandbox is not None else NO_LIMITS
-        return Confinement(
+        return runner_confinement(
+            self.sandbox,
             workspace=self.workspace,
-            env=build_runner_env(self.env),
-            limits=limits,
+            env=self.env,
             network=self.network,
             home=self.home,
             read_only=self.read_only,

@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agents.serializers import SandboxPathsField
 from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
 from mcpservers.endpoints import mcp_policy
 from mcpservers.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, TRANSPORTS
@@ -44,9 +45,7 @@ class McpServerInputSerializer(serializers.Serializer):
     timeout_seconds = StrictIntegerField(
         default=DEFAULT_TIMEOUT_SECONDS, min_value=1, max_value=MAX_TIMEOUT_SECONDS
     )
-    sandbox_paths = serializers.ListField(
-        child=StrictCharField(trim_whitespace=False, max_length=4096), default=list, max_length=64
-    )
+    sandbox_paths = SandboxPathsField()
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -64,14 +63,6 @@ class McpServerInputSerializer(serializers.Serializer):
         for key, item in value.items():
             if any(c in key for c in " :\r") or "\r" in item or "\n" in item:
                 raise serializers.ValidationError(f"{key!r}: header names and values are single-line text.")
-        return value
-
-    def validate_sandbox_paths(self, value: list[str]) -> list[str]:
-        from agents.sandbox.site import sandbox_path_refusal
-
-        errors = [reason for reason in map(sandbox_path_refusal, value) if reason is not None]
-        if errors:
-            raise serializers.ValidationError(errors)
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

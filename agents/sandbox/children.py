@@ -16,9 +16,11 @@ import os
 import signal
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from agents.sandbox import Confinement, Sandbox, SandboxRefused, start_process
+from agents.sandbox.base import NO_LIMITS
 
 # The only variables a runner inherits from the server: enough to find programs and behave like a
 # terminal tool, never the server's secrets (API keys, SECRET_KEY, DATABASE_URL ...).
@@ -26,6 +28,30 @@ BASE_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM")
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDOUT_LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC frame may carry a whole file
 STDERR_TAIL_BYTES = 8 * 1024
+
+
+def runner_confinement(
+    sandbox: Sandbox | None,
+    *,
+    workspace: Path,
+    env: Mapping[str, str],
+    network: bool,
+    home: Path | None,
+    read_only: tuple[Path, ...],
+    may_run_unsandboxed: bool,
+) -> Confinement:
+    """Where a runner runs: the site's limits but no CPU-seconds limit (it lives long), the minimal base
+    environment plus its own variables, its workspace, HOME, network and visible paths."""
+    limits = replace(sandbox.limits, cpu_seconds=None) if sandbox is not None else NO_LIMITS
+    return Confinement(
+        workspace=workspace,
+        env=build_runner_env(env),
+        limits=limits,
+        network=network,
+        home=home,
+        read_only=read_only,
+        may_run_unsandboxed=may_run_unsandboxed,
+    )
 
 
 class SpawnError(Exception):
