@@ -106,7 +106,8 @@ class ClusterSessions(LiveSessions):
             on_lost=self._lost,
         )
         await self.ownership.start()
-        self.slots = RedisTurnSlots(self.redis, settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS).start()
+        limit, deployment = settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS, settings.CACHE_PREFIX
+        self.slots = RedisTurnSlots(self.redis, limit, deployment).start()
         self.watch = Watch(self)
         self.watch.start()
 
@@ -406,9 +407,8 @@ class ClusterSessions(LiveSessions):
         if op in {"snapshot", "mirror"}:
             # Marked before the snapshot is read (no await between): later events are all relayed.
             self.mirrored[session_id] = time.monotonic() + self.mirror_ttl
-            if op == "mirror":
-                return None
-            return {"snapshot": controller.snapshot(), "last_seq": self.registry.log(session_id).last_seq}
+            last_seq = self.registry.log(session_id).last_seq if op == "snapshot" else 0
+            return None if op == "mirror" else {"snapshot": controller.snapshot(), "last_seq": last_seq}
         if op == "announce":
             controller.announce(payload["event"])
             return None

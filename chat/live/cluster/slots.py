@@ -1,6 +1,7 @@
 """Per-user turn slots across every process (docs/protocol.md §6.4), in Redis.
 
-A user's running turns are members of the sorted set `agentsite:turns:<user>`, scored by when each
+A user's running turns are members of the sorted set `agentsite:turns:<deployment>:<user>` (user ids are
+per database: the deployment's cache prefix keeps apart those that share one Redis), scored by when each
 expires; a slot is taken (Lua, atomically) when fewer than the limit are unexpired, and renewed every
 third of its lifetime while its turn runs, so the slots of a process that died free themselves. Waiting
 controllers are woken at once when a slot is given back here, and every half second while they wait
@@ -23,7 +24,7 @@ from chat.live.slots import Slot, TurnSlots
 
 logger = logging.getLogger(__name__)
 
-TURNS_KEY = "agentsite:turns:{}"
+TURNS_KEY = "agentsite:turns:{}:{}"
 SLOT_SECONDS = 30.0  # a slot's lifetime without renewal
 WAKE_EVERY = 0.5  # how often waiting controllers look again
 
@@ -38,12 +39,16 @@ return 1
 
 
 class RedisTurnSlots(TurnSlots):
-    def __init__(self, redis: Any, limit: int) -> None:
+    def __init__(self, redis: Any, limit: int, deployment: str = "") -> None:
         super().__init__(limit)
         self.redis = redis
+        self._deployment = deployment
         self._take = redis.register_script(_TAKE)
         self._mine: dict[str, int] = {}  # member → user, the slots this process holds
         self._task: asyncio.Task[None] | None = None
+
+    def _key(self, user_id: int) -> str:
+        return TURNS_KEY.format(self._deployment, user_id)
 
     def start(self) -> RedisTurnSlots:
         if self._task is None and self.limit > 0:
@@ -63,7 +68,7 @@ class RedisTurnSlots(TurnSlots):
         now = time.time()
         try:
             taken = await self._take(
-                keys=[TURNS_KEY.format(user_id)], args=[now, now + SLOT_SECONDS, member, self.limit]
+                keys=[self._key(user_id)], args=[now, now + SLOT_SECONDS, member, self.limit]
             )
         except (RedisError, OSError):
             logger.warning("turn slots: Redis does not answer; counting user %s's turns here only", user_id)
@@ -81,7 +86,7 @@ class RedisTurnSlots(TurnSlots):
     async def _give_back(self, member: str, user_id: int) -> None:
         self._mine.pop(member, None)
         try:
-            await self.redis.zrem(TURNS_KEY.format(user_id), member)
+            await self.redis.zrem(self._key(user_id), member)
         except (RedisError, OSError):
             logger.warning("turn slots: could not give back a slot of user %s (it expires)", user_id)
         self.wake(user_id)
@@ -101,9 +106,9 @@ class RedisTurnSlots(TurnSlots):
         expiry = time.time() + SLOT_SECONDS
         async with self.redis.pipeline(transaction=False) as pipe:
             for member, user_id in list(self._mine.items()):
-                pipe.zadd(TURNS_KEY.format(user_id), {member: expiry}, xx=True)
+                pipe.zadd(self._key(user_id), {member: expiry}, xx=True)
             for user_id in set(self._mine.values()):
-                pipe.pexpire(TURNS_KEY.format(user_id), int(SLOT_SECONDS * 1000) + 1000)
+                pipe.pexpire(self._key(user_id), int(SLOT_SECONDS * 1000) + 1000)
             await pipe.execute()
 
 
