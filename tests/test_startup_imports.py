@@ -11,7 +11,18 @@ import sys
 
 from django.conf import settings
 
-LAZY = ("openai", "mcp", "mcp_types", "jsonschema", "httpx2", "uvicorn", "starlette", "requests", "click")
+LAZY = (
+    "openai",
+    "mcp",
+    "mcp_types",
+    "jsonschema",
+    "httpx2",
+    "uvicorn",
+    "starlette",
+    "requests",
+    "click",
+    "psycopg",
+)
 
 
 def test_the_application_starts_without_the_sdks_some_chats_need() -> None:
@@ -20,16 +31,25 @@ def test_the_application_starts_without_the_sdks_some_chats_need() -> None:
         "import agentsite.asgi, agentsite.urls, agentsite.management.commands.serve;"
         f"print(','.join(m for m in {LAZY!r} if m in sys.modules))"
     )
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
-        "AGENTSITE_DATA_DIR": str(settings.DATA_DIR),
-    }
     done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-W", "ignore", "-c", script],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"loaded at start: {done.stdout.strip()}"
+
+
+def _env() -> dict[str, str]:
+    """A server on SQLite (on Postgres its backend loads psycopg, as it must)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    return {
+        **env,
+        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
+        "AGENTSITE_DATA_DIR": str(settings.DATA_DIR),
+    }
 
 
 def test_the_skipped_optional_packages_still_import_for_whoever_needs_them() -> None:
@@ -37,15 +57,15 @@ def test_the_skipped_optional_packages_still_import_for_whoever_needs_them() -> 
         "import sys, django; django.setup(); import agentsite.asgi;"
         "import rest_framework.compat, autobahn.util;"
         "assert rest_framework.compat.requests is None and not autobahn.util._HAS_CLICK;"
-        "import requests, click; print(requests.__name__, click.__name__)"
+        "assert rest_framework.compat.postgres_fields is None;"
+        "import requests, click, psycopg; print(requests.__name__, click.__name__, psycopg.__name__)"
     )
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
-        "AGENTSITE_DATA_DIR": str(settings.DATA_DIR),
-    }
     done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-W", "ignore", "-c", script],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["requests", "click"]
+    assert done.stdout.split() == ["requests", "click", "psycopg"]
