@@ -138,10 +138,6 @@ class Command(BaseCommand):
         # stops the server ~65 ms on this machine, every few seconds under load (the p99 of bench/).
         gc.collect()
         gc.freeze()
-        # And collect the young generations less often: a streaming server keeps every event of a run for
-        # a while, so each young collection found thousands of survivors. Measured (bench/provider_load.py,
-        # N=50, 2 x 8 s): 1.2 s of collections -> 0.66 s, full collections (~120 ms pauses each) 3 -> 0.
-        gc.set_threshold(20_000, 20, 20)
         try:
             server.run()
         finally:
