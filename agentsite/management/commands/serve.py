@@ -62,10 +62,6 @@ class Command(BaseCommand):
         parser.add_argument("--no-scheduler", action="store_true", help="do not run the cron scheduler here")
         parser.add_argument("--fd", type=int, default=None, help=argparse_hidden())
 
-    def execute(self, *args: Any, **options: Any) -> Any:
-        _keep_postgres_driver_out()  # before the system checks, which load DRF's template tags
-        return super().execute(*args, **options)
-
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             pending = unapplied_migrations()
@@ -216,11 +212,3 @@ def argparse_hidden() -> str:
     import argparse
 
     return argparse.SUPPRESS
-
-
-def _keep_postgres_driver_out() -> None:
-    """On SQLite the server never talks to Postgres, yet Django REST framework imports psycopg (~9 MB of
-    RSS with its bundled libpq) only to offer Postgres-only serializer fields, and falls back quietly
-    when it cannot. Keep it out of such a server process."""
-    if connection.vendor != "postgresql" and "psycopg" not in sys.modules:
-        sys.modules["psycopg"] = None  # type: ignore[assignment]  # `import psycopg` raises ImportError
