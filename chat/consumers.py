@@ -8,6 +8,7 @@ is also the sockets' one translation of domain errors into `error` frames (`erro
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -144,8 +145,12 @@ class ChatConsumer(LeanWebsocketConsumer):
             self.queue.put_nowait(_ACCOUNT_ENDED)
             self.queue = None
 
+    @functools.cached_property
+    def _query_params(self) -> dict[str, list[str]]:
+        return parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+
     def _query(self, name: str) -> str | None:
-        values = parse_qs(self.scope.get("query_string", b"").decode("latin-1")).get(name)
+        values = self._query_params.get(name)
         return values[0] if values else None
 
     def _since(self) -> int | None:
