@@ -31,25 +31,19 @@ def test_the_application_starts_without_the_sdks_some_chats_need() -> None:
         "import agentsite.asgi, agentsite.urls, agentsite.management.commands.serve;"
         f"print(','.join(m for m in {LAZY!r} if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", script],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _fresh_interpreter(script)
     assert done.stdout.strip() == "", f"loaded at start: {done.stdout.strip()}"
 
 
-def _env() -> dict[str, str]:
-    """A server on SQLite (on Postgres its backend loads psycopg, as it must)."""
+def _fresh_interpreter(script: str) -> subprocess.CompletedProcess[str]:
+    """Run `script` as a server on SQLite would start (on Postgres its backend loads psycopg, as it must)."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    return {
-        **env,
-        "DJANGO_SETTINGS_MODULE": "agentsite.settings",
-        "AGENTSITE_DATA_DIR": str(settings.DATA_DIR),
-    }
+    env.update(DJANGO_SETTINGS_MODULE="agentsite.settings", AGENTSITE_DATA_DIR=str(settings.DATA_DIR))
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done
 
 
 def test_the_skipped_optional_packages_still_import_for_whoever_needs_them() -> None:
@@ -60,12 +54,5 @@ def test_the_skipped_optional_packages_still_import_for_whoever_needs_them() -> 
         "assert rest_framework.compat.postgres_fields is None;"
         "import requests, click, psycopg; print(requests.__name__, click.__name__, psycopg.__name__)"
     )
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", script],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _fresh_interpreter(script)
     assert done.stdout.split() == ["requests", "click", "psycopg"]
