@@ -9,6 +9,7 @@ refreshed when it says it changed, and URLs that the outbound rule refuses never
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -201,8 +202,15 @@ async def test_a_streamable_http_server_is_discovered_called_and_sent_its_header
     assert "image saved in the workspace as mcp-files/" in picture["output"]
     assert grown["output"] == "grown"
 
-    listed = await rest("GET", "/api/v1/agents/default/tools", key=alice_key)
-    assert tool("extra") in [item["name"] for item in listed.json()], "a changed tool list is listed again"
+    # The server's list_changed is handled beside the turn (listed again, then stored): wait for it.
+    for _ in range(50):
+        listed = [
+            item["name"] for item in (await rest("GET", "/api/v1/agents/default/tools", key=alice_key)).json()
+        ]
+        if tool("extra") in listed:
+            break
+        await asyncio.sleep(0.1)
+    assert tool("extra") in listed, "a changed tool list is listed again"
     llm.script(call("extra"), Reply(text="ok"))
     _, frames = await _turn(alice, alice_key, session=session)
     assert tool_results(frames)[0]["output"] == "extra"
