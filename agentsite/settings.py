@@ -353,6 +353,7 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
+    "PATH_CONVERTER_OVERRIDES": {"workspacepath": str},  # agentsite/urls.py
     "TITLE": "agentsite API",
     # The description (with the WebSocket protocol) is written by agentsite.openapi.describe_api.
     "VERSION": "1",

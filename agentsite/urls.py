@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import converters, include, path, register_converter
 
 from acp import api as acp_api
 from agents import api as agents_api
@@ -11,6 +11,16 @@ from agentsite.audit import api as audit_api
 from chat import api as chat_api
 from chat import files_api, usage_api
 from mcpservers import api as mcp_api
+
+
+class WorkspacePathConverter(converters.PathConverter):
+    """A path in a session's workspace: any characters, newlines too (Django's `path` stops at one, so such
+    a file an agent made could not be reached and its URL fell through to a 404 page instead of the API's)."""
+
+    regex = r"[\s\S]+"
+
+
+register_converter(WorkspacePathConverter, "workspacepath")
 
 api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
@@ -67,7 +77,9 @@ api_v1 = [
     ),
     path("chat/sessions/<str:session_id>/events", chat_api.EventStreamApi.as_view(), name="events"),
     path("chat/sessions/<str:session_id>/files", files_api.FileListApi.as_view(), name="files"),
-    path("chat/sessions/<str:session_id>/files/<path:path>", files_api.FileApi.as_view(), name="file"),
+    path(
+        "chat/sessions/<str:session_id>/files/<workspacepath:path>", files_api.FileApi.as_view(), name="file"
+    ),
     path("usage", usage_api.UsageApi.as_view(), name="usage"),
     path("audit", audit_api.AuditListApi.as_view(), name="audit"),
     path("", include("cron.urls")),  # cron jobs and inbox (docs/protocol.md §2)

@@ -18,6 +18,7 @@ import datetime as dt
 import mimetypes
 import os
 import posixpath
+import re
 import shutil
 import stat
 import uuid
@@ -53,6 +54,7 @@ from chat.services import session_get_for_user, session_get_open_for_user
 
 CHUNK = 64 * 1024
 LIST_LIMIT, LIST_MAX = 200, 1000
+_UNQUOTABLE = re.compile(r'[\x00-\x1f\x7f\\"]')
 INLINE_TYPES = frozenset(
     {"image/png", "image/jpeg", "image/gif", "image/webp", "image/avif", "text/plain", "application/json"}
 )
@@ -300,7 +302,7 @@ def _stream(fd: int, name: str, *, download: bool) -> StreamingHttpResponse:
     content_type = f"{kind}; charset=utf-8" if kind.startswith("text/") else kind
     response = StreamingHttpResponse(_chunks(fd), content_type=content_type)
     response["Content-Length"] = str(size)
-    quoted = name.replace("\\", "_").replace('"', "_")
+    quoted = _UNQUOTABLE.sub("_", name)  # a header value holds no newline, quote or control character
     response["Content-Disposition"] = f'{"inline" if inline else "attachment"}; filename="{quoted}"'
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = FILE_CSP

@@ -202,3 +202,15 @@ def test_a_flag_that_is_not_true_or_false_is_400(
     client: Client, alice_key: str, workspace: Path, flag: str
 ) -> None:
     assert_error(raw(client, alice_key, "get", f"{FILES}/README.md?{flag}"), 400, "invalid")
+
+
+def test_a_file_whose_name_holds_a_newline_is_reached_like_any_other(
+    client: Client, alice_key: str, workspace: Path
+) -> None:
+    """The API fuzzer's case: such a path fell through the URLs to Django's HTML 404 page."""
+    (workspace / "two\nlines.txt").write_text("made by an agent")
+    path = f"{FILES}/two%0Alines.txt"
+    assert body_of(raw(client, alice_key, "get", path)) == b"made by an agent"
+    assert raw(client, alice_key, "delete", path).json() == {"path": "two\nlines.txt", "deleted": True}
+    assert_error(raw(client, alice_key, "delete", path), 404, "not_found")
+    assert_error(raw(client, alice_key, "delete", f"{FILES}/missing%0A"), 404, "not_found")
