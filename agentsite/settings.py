@@ -188,6 +188,9 @@ def _databases() -> dict[str, Mapping[str, object]]:
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,
             },
+            # Tests use a file too (Django's default is a shared-cache in-memory database, where locks are
+            # per table: a reader in one thread makes a writer in another fail at once, "table is locked").
+            "TEST": {"NAME": DATA_DIR / f"test_agentsite_{os.getpid()}.sqlite3"},
         }
     }
 
