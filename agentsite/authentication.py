@@ -60,7 +60,7 @@ def request_credential(request: Request) -> Credential:
     if authenticated_by_key(request):
         return Credential.of_key(request.user.pk, request.auth)
     if isinstance(request.successful_authenticator, CsrfSessionAuthentication):
-        return Credential(request.user.pk, session_key=request.session.session_key)
+        return Credential.of_session(request.user.pk, request.session)
     return Credential(request.user.pk)  # open mode's built-in user
 
 

@@ -2,7 +2,8 @@
 
 A socket (or an SSE stream) authenticates once, when it opens: with an API key, or with the browser
 session of its cookie. That is its `Credential`. When the credential ends — its user is deactivated or
-deleted, its key is revoked, expires or is deleted, its browser session logs out or expires — every
+deleted, its key is revoked, expires or is deleted, its browser session logs out or expires, or the
+password that browser session logged in with changes — every
 connection holding it is told (`account_ended(reason)`: a socket sends `error unauthorized` and closes
 with 4401) within 2 s, on every server process, whichever process or tool made the change:
 
@@ -12,10 +13,12 @@ with 4401) within 2 s, on every server process, whichever process or tool made t
   connections at once, without a query. With REDIS_URL every process hears it; the in-memory layer
   reaches the process that made the change.
 - The rest — a `manage.py shell` on SQLite (its in-memory layer reaches no server), a raw SQL UPDATE, a
-  key's `expires_at` passing, a session's expiry — the sweep finds: every second, one check of every open
-  connection's credential (one hand-over to the database thread, a query per kind of credential in use;
-  nothing when no connection is open).
+  key's `expires_at` passing, a session's expiry, a password change — the sweep finds: every second, one
+  check of every open connection's credential (one hand-over to the database thread, a query per kind of
+  credential in use; nothing when no connection is open).
 Frames themselves are never checked: the frame path does no query for the account.
+A user deactivated or deleted also stops working: their turns running in a process that hears the event
+(or whose sweep finds it) stop (chat/live/sessions.py), and their turns that would start are refused.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import datetime as dt
 import hashlib
 import logging
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -34,10 +37,11 @@ from typing import Any, Protocol
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.db import InterfaceError, OperationalError, transaction
 from django.db import connection as database
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from agentsite.db import database_call, table
 from agentsite.models import ApiKey, hash_key, key_refusal
@@ -62,21 +66,29 @@ KEY_ENDED = {
     None: "The api_key was deleted.",
 }
 SESSION_ENDED = "The browser session ended (logged out or expired): log in again, or use an api_key."
+PASSWORD_CHANGED = "The account's password changed: log in again with the new one, or use an api_key."
 _DATABASE_SESSIONS = {"django.contrib.sessions.backends.db", "django.contrib.sessions.backends.cached_db"}
 
 
 @dataclass(frozen=True, slots=True)
 class Credential:
     """What a connection authenticated with: its user, and the key or browser session (or neither: open
-    mode's built-in user)."""
+    mode's built-in user). A browser session's `session_hash` is the password hash it logged in with
+    (Django's `_auth_user_hash`): once the password changes, it no longer authenticates."""
 
     user_id: int
     key_hash: str | None = None
     session_key: str | None = None
+    session_hash: str | None = None
 
     @classmethod
     def of_key(cls, user_id: int, secret: str) -> Credential:
         return cls(user_id, key_hash=hash_key(secret))
+
+    @classmethod
+    def of_session(cls, user_id: int, session: Any) -> Credential:
+        """A logged-in browser session's (`request.session`, `scope["session"]`: already loaded)."""
+        return cls(user_id, session_key=session.session_key, session_hash=session.get(HASH_SESSION_KEY))
 
 
 class Connection(Protocol):
@@ -111,6 +123,14 @@ def _rows(
             yield from cursor.fetchall()
 
 
+def _password_stale(user_model: Any, password: str, session_hash: str) -> bool:
+    """Whether a browser session logged in with `session_hash` no longer matches the user's password: as
+    Django's own check of a request (`django.contrib.auth.get_user`), with SECRET_KEY_FALLBACKS."""
+    user = user_model(password=password)
+    hashes = (user.get_session_auth_hash(), *user.get_session_auth_fallback_hash())
+    return not any(constant_time_compare(session_hash, known) for known in hashes)
+
+
 def _utc(value: datetime | None) -> datetime | None:
     """A time as read in SQL: SQLite's are naive (stored in UTC), Postgres' aware."""
     return value.replace(tzinfo=dt.UTC) if value is not None and value.tzinfo is None else value
@@ -121,11 +141,16 @@ def credentials_ended(credentials: Collection[Credential], *, now: datetime) -> 
 
     The same rules as a new request's (agentsite/services.py `api_key_authenticate`, Django's session
     authentication): an inactive or missing user, a key that `key_refusal` refuses or that is gone, a
-    browser session that is gone or past its expiry. A statement per kind of credential in use."""
+    browser session that is gone or past its expiry, or that logged in before the password changed. A
+    statement per kind of credential in use."""
+    user_model = get_user_model()
     user_ids = {c.user_id for c in credentials}
-    active = {
-        pk for pk, is_active in _rows(get_user_model(), ("pk", "is_active"), "pk", user_ids) if is_active
+    passwords = {
+        pk: password
+        for pk, is_active, password in _rows(user_model, ("pk", "is_active", "password"), "pk", user_ids)
+        if is_active
     }
+    active = passwords.keys()
     key_hashes = {c.key_hash for c in credentials if c.key_hash is not None and c.user_id in active}
     refused: dict[str, str] = {key_hash: KEY_ENDED[None] for key_hash in key_hashes}
     for key_hash, revoked_at, expires_at in _rows(
@@ -154,6 +179,10 @@ def credentials_ended(credentials: Collection[Credential], *, now: datetime) -> 
             ended[credential] = refused[credential.key_hash]
         elif credential.session_key is not None and credential.session_key in gone:
             ended[credential] = SESSION_ENDED
+        elif credential.session_hash is not None and _password_stale(
+            user_model, passwords[credential.user_id], credential.session_hash
+        ):
+            ended[credential] = PASSWORD_CHANGED
     return ended
 
 
@@ -204,8 +233,12 @@ class AccountWatch:
     open connections: each is added once it is open and discarded when it goes (or when it was ended).
     """
 
-    def __init__(self, *, every: float = SWEEP_SECONDS) -> None:
+    def __init__(
+        self, *, every: float = SWEEP_SECONDS, on_user_ended: Callable[[int], None] | None = None
+    ) -> None:
         self.every = every
+        # Called with a user id when the user was deactivated or deleted (the event, or the sweep finding it).
+        self.on_user_ended = on_user_ended
         self._credentials: dict[Connection, Credential] = {}
         self._by_user: dict[int, set[Connection]] = {}
         self._layer: Any = None
@@ -257,6 +290,8 @@ class AccountWatch:
         pairs = list(self._credentials.items())
         credentials = {credential for _, credential in pairs}
         ended = await database_call(credentials_ended, credentials, now=timezone.now())
+        for user_id in {credential.user_id for credential, reason in ended.items() if reason == USER_ENDED}:
+            self._user_ended(user_id)
         return self._end(
             (connection, ended[credential]) for connection, credential in pairs if credential in ended
         )
@@ -266,6 +301,8 @@ class AccountWatch:
     ) -> int:
         """`account.ended`: the user's connections end — only those of `key_hash`, or of the browser session
         whose digest is `session`, when one is given."""
+        if reason == USER_ENDED:
+            self._user_ended(user_id)
         matching = [
             connection
             for connection in self._by_user.get(user_id, ())
@@ -273,6 +310,13 @@ class AccountWatch:
             and (session is None or _digest_of(self._credentials[connection]) == session)
         ]
         return self._end((connection, reason) for connection in matching)
+
+    def _user_ended(self, user_id: int) -> None:
+        if self.on_user_ended is not None:
+            try:
+                self.on_user_ended(user_id)
+            except Exception:
+                logger.exception("stopping the work of user %s failed", user_id)
 
     def _end(self, ended: Iterable[tuple[Connection, str]]) -> int:
         count = 0

@@ -150,13 +150,13 @@ class CookieUserMiddleware(BaseMiddleware):
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         cookie_user = scope.get("user")
-        authenticated = False
+        credential = None
         if _header(scope, b"origin") is not None and cookie_user is not None:
-            authenticated = await database_sync_to_async(lambda: cookie_user.is_authenticated)()
+            credential = await database_sync_to_async(_session_credential)(cookie_user, scope["session"])
         scope = dict(scope)
-        if authenticated and cookie_user is not None:
+        if credential is not None:
             scope["user"] = cookie_user
-            scope["credential"] = Credential(cookie_user.pk, session_key=scope["session"].session_key)
+            scope["credential"] = credential
         elif settings.AGENTSITE_AUTH == "open":
             scope["user"] = await database_sync_to_async(local_user)()
             scope["credential"] = Credential(scope["user"].pk)
@@ -164,6 +164,11 @@ class CookieUserMiddleware(BaseMiddleware):
             scope["user"] = AnonymousUser()
             scope["auth_error"] = "Authentication required: pass ?api_key=<key> or log in."
         return await super().__call__(scope, receive, send)
+
+
+def _session_credential(user: Any, session: Any) -> Credential | None:
+    """The browser session's credential if its lazy user is logged in (both load in the database thread)."""
+    return Credential.of_session(user.pk, session) if user.is_authenticated else None
 
 
 def WebSocketAuthStack(inner: Any) -> Any:

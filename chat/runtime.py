@@ -27,7 +27,8 @@ from agents.services import ModelChoice, agent_get, model_choice_for, models_all
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
 from agentsite.audit.services import TurnAudit
-from agentsite.db import database_call, database_sync_to_async
+from agentsite.credentials import USER_ENDED
+from agentsite.db import database_call, database_sync_to_async, select_row
 from chat.models import Session
 from chat.store import DjangoTurnRecorder, history_for_model
 from chat.usage import budget_refusal
@@ -182,11 +183,20 @@ def model_refusal(session_id: str, model: str | None) -> dict[str, str] | None:
     }
 
 
+def account_refusal(user_id: int) -> dict[str, str] | None:
+    """The `unauthorized` error of a turn whose user was deactivated (or deleted) meanwhile, else None: their
+    queued messages and cron jobs do not run (docs/protocol.md §6.2)."""
+    user = select_row(get_user_model(), id=user_id)
+    if user is not None and user.is_active:
+        return None
+    return {"code": "unauthorized", "message": USER_ENDED}
+
+
 def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
     agent_name, user_id = setup_cache.owner(session_id)
     config = setup_cache.agent(agent_name)
     choice = config.choice
-    refusal = model_refusal(session_id, request.model) or budget_refusal(user_id)
+    refusal = account_refusal(user_id) or model_refusal(session_id, request.model) or budget_refusal(user_id)
     if request.model and refusal is None:
         choice = dataclasses.replace(choice, model=request.model)
     return TurnSetup(

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from agentsite.credentials import (
     KEY_ENDED,
+    PASSWORD_CHANGED,
     SESSION_ENDED,
     USER_ENDED,
     AccountWatch,
@@ -49,6 +50,13 @@ def logged_in(user: Any) -> tuple[Client, str]:
     return client, client.session.session_key or ""
 
 
+def session_credential(user: Any) -> Credential:
+    """A browser session's credential as a socket opened with its cookie holds it (with its password hash)."""
+    client = Client()
+    client.force_login(user)
+    return Credential.of_session(user.pk, client.session)
+
+
 def key_credential(user: Any, **fields: Any) -> tuple[ApiKey, Credential]:
     key, secret = api_key_create(user=user)
     if fields:
@@ -77,6 +85,11 @@ def test_each_way_a_credential_ends_is_named(django_assert_num_queries: Any) -> 
     _, bobs_session = logged_in(bob)
     bob.is_active = False
     bob.save()
+    carol = factories.user("carol")
+    carols_login, carols_key = session_credential(carol), key_credential(carol)[1]
+    carol.set_password("another password")
+    carol.save()
+    alices_login = session_credential(alice)
     gone = Credential(987654, key_hash="0" * 64)
     credentials = [
         good,
@@ -91,8 +104,12 @@ def test_each_way_a_credential_ends_is_named(django_assert_num_queries: Any) -> 
         bobs_key,
         Credential(bob.pk, session_key=bobs_session),
         gone,
+        carols_login,
+        carols_key,
+        alices_login,
     ]
 
+    assert carols_login.session_hash and alices_login.session_hash
     with django_assert_num_queries(3):  # users, keys, sessions: however many credentials
         ended = credentials_ended(credentials, now=now)
 
@@ -105,6 +122,7 @@ def test_each_way_a_credential_ends_is_named(django_assert_num_queries: Any) -> 
         bobs_key: USER_ENDED,
         Credential(bob.pk, session_key=bobs_session): USER_ENDED,
         gone: USER_ENDED,
+        carols_login: PASSWORD_CHANGED,  # her key stays: keys do not follow the password
     }
     assert all("api_key" in reason for reason in ended.values())  # the contract's words for 4401
 

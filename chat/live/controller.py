@@ -57,9 +57,11 @@ class SessionController(Turns):
         paused: bool = False,
         next_order: int = 0,
         on_turn_change: Callable[[int], None] | None = None,
+        user_id: int | None = None,
         gate: UserGate | None = None,
     ) -> None:
         self.session_id = session_id
+        self.user_id = user_id  # whose session it is (their turns stop when their account ends)
         self._runtime = runtime
         self._lease = lease
         self._store = store

@@ -120,7 +120,7 @@ class LiveSessions(ABC):
         )
         self.sockets = Sockets()
         # Sockets and SSE streams by what they authenticated with: closed when that ends (on any process).
-        self.accounts = AccountWatch()
+        self.accounts = AccountWatch(on_user_ended=self._user_ended)
         # A user's turns at once, across the deployment (the cluster counts them in Redis).
         self.slots = TurnSlots(settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
         self._started = False
@@ -236,6 +236,15 @@ class LiveSessions(ABC):
         """What else the topology lets go of when a session's live state is dropped."""
         return None
 
+    def _user_ended(self, user_id: int) -> None:
+        """The user was deactivated or deleted: their turns running in this process stop (`result
+        cancelled`; their queues pause and keep what waits). Turns of theirs that would start later are
+        refused (chat/runtime.py account_refusal)."""
+        for controller in list(self.registry.controllers.values()):
+            if controller.user_id == user_id and controller.active_task is not None:
+                logger.info("session %s: its user's account ended; its turn stops", controller.session_id)
+                self._spawn(controller.cancel())
+
     # -- idle sessions -------------------------------------------------------------------------------
 
     async def evict_idle(self, *, idle_for: float = IDLE_SECONDS, keep: int | None = None) -> int:
@@ -320,6 +329,7 @@ class LiveSessions(ABC):
             pending=state.pending,
             paused=state.paused,
             next_order=state.next_order,
+            user_id=state.user_id,
             gate=self.slots.gate(state.user_id),
         )
         try:

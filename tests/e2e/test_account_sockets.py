@@ -85,6 +85,7 @@ def people(env: ServerEnv) -> dict[str, Person]:
         "gina",
         "hana",
         "ivan",
+        "jack",
     )
     return new_users(env, *names, staff=("staff",))
 
@@ -279,6 +280,27 @@ async def test_logging_out_closes_the_sockets_of_that_login_only(people, server,
     await still_open(on_key)
     for ws in (on_staying, on_key):
         await ws.close()
+
+
+async def test_a_password_changed_elsewhere_closes_the_sockets_of_the_old_logins_not_the_keys(
+    env, people, server, browsers
+):
+    """As Django's own check ends the old logins' requests (the session's password hash no longer matches),
+    the sweep ends their sockets; keys do not follow the password."""
+    jack = people["jack"]
+    session_id = await new_session(server, jack)
+    browsers.append(browser := await log_in(server, jack))
+    on_cookie = await cookie_socket(server, session_id, browser)
+    on_key = await key_socket(server, session_id, jack.key)
+
+    change = f"u = User.objects.get(pk={jack.pk}); u.set_password('another long password 8'); u.save()"
+    env.manage("shell", "-c", f"from django.contrib.auth.models import User; {change}")
+    (message,) = await all_closed_4401(on_cookie, since=time.monotonic())
+
+    assert "password changed" in message
+    assert (await browser.get("/api/v1/chat/sessions")).status_code == 401
+    await still_open(on_key)
+    await on_key.close()
 
 
 async def test_revoking_a_key_closes_its_sockets_and_no_other(people, server, browsers):
