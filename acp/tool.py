@@ -26,7 +26,7 @@ from agents.approvals import decision_entry
 from agents.sandbox import SandboxRefused
 from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
-from agentsite.audit.actions import APPROVAL_DECIDE, RUNNER_START
+from agentsite.audit.actions import APPROVAL_DECIDE
 from agentsite.db import database_sync_to_async
 
 if TYPE_CHECKING:
@@ -147,15 +147,15 @@ class DelegateExternalAgentTool(Tool):
             startup_timeout = max(config.timeout_seconds, MIN_STARTUP_SECONDS)
             conn = await self.sessions.start(ctx.session_id, spec, startup_timeout=startup_timeout)
         except ValueError as exc:
-            await _audit_start(ctx, config, "failed", f"misconfigured: {exc}")
+            await ctx.audit_start("acp", config, "failed", f"misconfigured: {exc}")
             raise ToolError(f"Runner '{config.name}' is misconfigured: {exc}") from None
         except _acp_error() as exc:
-            await _audit_start(ctx, config, "failed", exc.message)
+            await ctx.audit_start("acp", config, "failed", exc.message)
             raise ToolError(_start_failure(config.name, exc)) from None
         except asyncio.CancelledError:
-            await asyncio.shield(_audit_start(ctx, config, "cancelled"))
+            await asyncio.shield(ctx.audit_start("acp", config, "cancelled"))
             raise
-        await _audit_start(ctx, config, "started")
+        await ctx.audit_start("acp", config, "started")
         return await _prompt(conn, message, ctx)
 
     async def _message(
@@ -272,26 +272,6 @@ async def _show_policy(
         outcome = SimpleNamespace(approved=decision.approved, by="policy", option_id=decision.option_id)
         summary, details = decision_entry(asked, outcome, ctx.approval_mode)
         await ctx.audit(APPROVAL_DECIDE, summary=summary, details=details)
-
-
-async def _audit_start(ctx: ToolContext, config: RunnerConfig, status: str, error: str | None = None) -> None:
-    """`runner.start`: which runner with which command line, sandboxed or not, and how the start ended
-    (started, failed, cancelled). Its env is not shown: the names are configuration, the values secrets."""
-    if ctx.audit is None:
-        return
-    details: dict[str, Any] = {
-        "runner": config.name,
-        "agent": ctx.agent_name,
-        "command": config.command,
-        "args": list(config.args),
-        "sandboxed": ctx.sandbox is not None and ctx.sandbox.mode != "none",
-        "trusted": config.trusted,
-        "status": status,
-    }
-    if error is not None:
-        details["error"] = error
-    summary = f"runner '{config.name}' {status}: {config.command}"
-    await ctx.audit(RUNNER_START, summary=summary, details=details)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ built-in one: it is a `Tool` like them. Every failure is a ToolError naming the 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import re
@@ -183,11 +184,15 @@ class McpToolSource(ToolSource):
 
         if (unreadable := config.unreadable_error()) is not None:
             raise ToolError(unreadable)
+        # A stdio server is a process started for the chat: its start is audited as a runner's.
+        audit = partial(ctx.audit_start, "mcp", config) if config.transport == "stdio" else None
         try:
             spec = self.spec(config, ctx)
         except SandboxRefused as exc:  # its program is not there, or may not be shown: the config's fault
             message = f"MCP server '{config.name}' could not be started: {exc}"
             await self._record_failure(ctx.agent_name, config.name, message)
+            if audit is not None:
+                await audit("failed", message)
             raise ToolError(message) from None
         on_change = partial(self._record_tools, ctx.agent_name, config.name)
         try:
@@ -195,8 +200,16 @@ class McpToolSource(ToolSource):
         except McpError as exc:
             if exc.code != "refused":
                 await self._record_failure(ctx.agent_name, config.name, exc.message)
+            if audit is not None:
+                await audit("failed", exc.message)
             raise ToolError(exc.message) from None
+        except asyncio.CancelledError:
+            if audit is not None:
+                await asyncio.shield(audit("cancelled"))
+            raise
         if started:
+            if audit is not None:
+                await audit("started")
             await self._record_tools(ctx.agent_name, config.name, conn.tools)
         return conn
 

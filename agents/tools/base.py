@@ -24,6 +24,7 @@ import pydantic
 from pydantic import BaseModel
 
 from agents.contract import ApprovalMode
+from agentsite.audit.actions import RUNNER_START
 
 if TYPE_CHECKING:
     from agents.sandbox.base import Sandbox
@@ -52,6 +53,19 @@ class AuditSink(Protocol):
     async def __call__(self, action: str, *, summary: str, details: dict[str, Any]) -> None: ...
 
 
+class StartedProgram(Protocol):
+    """A configured program a tool starts for a chat (an ACP runner's, a stdio MCP server's settings)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def command(self) -> str: ...
+    @property
+    def args(self) -> Sequence[str]: ...
+    @property
+    def trusted(self) -> bool: ...
+
+
 @dataclass
 class ToolContext:
     """Everything a tool may use about the call's surroundings, injected by the caller.
@@ -74,6 +88,34 @@ class ToolContext:
     request_permission: Callable[..., Awaitable[Any]] | None = None
     audit: AuditSink | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+
+    async def audit_start(
+        self,
+        kind: Literal["acp", "mcp"],
+        program: StartedProgram,
+        status: Literal["started", "failed", "cancelled"],
+        error: str | None = None,
+    ) -> None:
+        """`runner.start` (docs/protocol.md §6.4): a process started for the chat — an ACP runner or an MCP
+        server — with its command line, sandboxed or not, and how its start ended. Its env is not shown:
+        the names are configuration, the values secrets."""
+        if self.audit is None:
+            return
+        details: dict[str, Any] = {
+            "kind": kind,
+            "runner": program.name,
+            "agent": self.agent_name,
+            "command": program.command,
+            "args": list(program.args),
+            "sandboxed": self.sandbox is not None and self.sandbox.mode != "none",
+            "trusted": program.trusted,
+            "status": status,
+        }
+        if error is not None:
+            details["error"] = error
+        what = "runner" if kind == "acp" else "MCP server"
+        summary = f"{what} '{program.name}' {status}: {program.command}"
+        await self.audit(RUNNER_START, summary=summary, details=details)
 
 
 class ToolParams(BaseModel):

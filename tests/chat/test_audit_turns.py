@@ -1,6 +1,7 @@
 """What a chat turn does, in the audit trail (docs/protocol.md §6.4): approval decisions (who, tool,
 arguments; by the user, a timeout, a cancel or policy), the commands the `shell` tool runs (command,
-exit status, duration, sandboxed or not) and ACP runner starts and their permission decisions.
+exit status, duration, sandboxed or not), ACP runner starts and their permission decisions, and the
+starts of stdio MCP servers.
 
 Driven as a user would: real turns over the socket, the fake model calling tools, the real shell in the
 site's sandbox, and the mock ACP runner as a real subprocess.
@@ -188,6 +189,7 @@ async def test_runner_starts_and_their_permission_decisions_are_recorded(session
     (start,) = await trail("runner.start")
     assert start.user_id == alice.pk and start.object_id == session.id
     assert start.details["runner"] == "mock_runner" and start.details["status"] == "started"
+    assert start.details["kind"] == "acp"
     assert start.details["agent"] == "default" and start.details["args"][0] == "-P"
     assert start.details["sandboxed"] is (get_sandbox().mode != "none")
     assert "env" not in start.details, "a runner's env values are secrets"
@@ -226,3 +228,33 @@ async def test_a_runner_that_cannot_start_is_recorded_failed(session, alice_key,
     await ws.disconnect()
     (start,) = await trail("runner.start")
     assert start.details["status"] == "failed" and start.details["error"]
+
+
+# -- MCP servers -----------------------------------------------------------------------------------------
+
+
+async def test_a_stdio_mcp_servers_start_is_recorded_as_a_runners_and_so_is_a_failed_one(
+    session, alice, alice_key, llm
+):
+    """A stdio MCP server is a process started for the chat, like an ACP runner (an HTTP one is not)."""
+    from tests.mcpservers.support import SERVER, call, configure_server
+
+    await sync_to_async(configure_server)()
+    llm.script(call("ping"), Reply(text="done"))
+    ws, _ = await connect(session.id, key=alice_key)
+    await run_turn(ws, "ping it", approval_mode="full_access", frame_timeout=30)
+
+    (start,) = await trail("runner.start")
+    assert start.user_id == alice.pk and start.object_id == session.id
+    details = start.details
+    assert (details["kind"], details["runner"], details["status"]) == ("mcp", SERVER, "started")
+    assert details["agent"] == "default" and details["command"] and details["trusted"] is False
+    assert details["sandboxed"] is (get_sandbox().mode != "none")
+    assert "env" not in details, "a server's env values are secrets"
+
+    await sync_to_async(configure_server)(env={"MCP_TEST_MODE": "fail_start"})  # a changed config: restarted
+    llm.script(call("ping"), Reply(text="no tools"))
+    await run_turn(ws, "again", approval_mode="full_access", frame_timeout=30)
+    await ws.disconnect()
+    failed = (await trail("runner.start", count=2))[1].details
+    assert (failed["kind"], failed["status"]) == ("mcp", "failed") and "exit code 2" in failed["error"]
