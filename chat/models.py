@@ -102,6 +102,8 @@ class Message(models.Model):
     config = models.JSONField(null=True, blank=True)
     approval_mode = models.CharField(max_length=16, default="ask")
     model = models.CharField(max_length=200, blank=True)
+    # A user message whose turn ended `error`: the `{code, message}` its `result` carried (the reason stays).
+    error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     # When the row entered the conversation the model sees: a user message when its turn starts or it is
     # steered into a turn (not when it was queued), other rows when written. History is ordered by it.
@@ -135,6 +137,8 @@ class Message(models.Model):
             data["usage"] = self.usage
         if self.reply_to:
             data["reply_to"] = self.reply_to
+        if self.error:
+            data["error"] = self.error
         if self.role == self.Role.ASSISTANT and self.content:
             from chat.markdown import render_markdown
 

@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictRegexField
+from agentsite.openapi import ErrorDetailSerializer
 from chat.models import SESSION_ID_PATTERN, Session
 
 
@@ -130,6 +131,9 @@ class MessageSerializer(serializers.Serializer):
     reasoning = serializers.CharField(required=False, help_text="What the model streamed as `thinking`.")
     usage = serializers.DictField(required=False)
     reply_to = serializers.CharField(required=False, help_text="The user message whose turn wrote this row.")
+    error = ErrorDetailSerializer(
+        required=False, help_text="A user message whose turn ended `error`: the error its `result` carried."
+    )
     html = serializers.CharField(
         required=False, help_text="An assistant row's Markdown, rendered and sanitised."
     )

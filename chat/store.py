@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Any
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from agents.contract import InputError
+from agents.contract import ChatRequest, InputError
 from agentsite.db import database_sync_to_async, insert_row, table, update_rows
 from chat.models import Message, Session
 from chat.usage import usage_add
 
 ENTERS_HISTORY = frozenset({"running", "steered"})
 _ENTERED_AT = Message._meta.get_field("entered_at")
+_ERROR = Message._meta.get_field("error")
+TurnError = dict[str, str]  # the `{code, message}` of a turn that ended `error`
 _UPDATED_AT = Session._meta.get_field("updated_at")
 
 if TYPE_CHECKING:
@@ -75,8 +77,10 @@ class DjangoQueueStore:
         self._known: set[str] = set(known or ())  # message ids already stored for this session
         self._on_failure = on_failure  # the database failed a write: the live state can no longer be trusted
 
-    async def save_message(self, item: PendingItem, *, status: str, new: bool = False) -> None:
-        await self._write(self._save_message, item, status, new)
+    async def save_message(
+        self, item: PendingItem, *, status: str, new: bool = False, error: TurnError | None = None
+    ) -> None:
+        await self._write(self._save_message, item, status, new, error)
 
     async def _write(self, write: Callable[..., None], *args: Any) -> None:
         try:
@@ -94,17 +98,17 @@ class DjangoQueueStore:
             self._on_failure()
         return True
 
-    def _save_message(self, item: PendingItem, status: str, new: bool) -> None:
+    def _save_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
         if self.token is None:
             # One process: nothing to fence, so one statement in autocommit mode (no BEGIN/COMMIT
             # around it): this runs twice for every message.
-            self._write_message(item, status, new)
+            self._write_message(item, status, new, error)
             return
         with transaction.atomic():
             _check_fence(self.session_id, self.token)
-            self._write_message(item, status, new)
+            self._write_message(item, status, new, error)
 
-    def _write_message(self, item: PendingItem, status: str, new: bool) -> None:
+    def _write_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
         request = item.request
         if new:
             # The message's first write claims its id: the (session, message_id) constraint is the one rule
@@ -122,7 +126,7 @@ class DjangoQueueStore:
             try:
                 # A savepoint only inside a transaction; in autocommit a failed INSERT leaves nothing open.
                 with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
-                    self._insert(item, status)
+                    self._insert(item, status, error)
                 self._known.add(request.message_id)
                 self._title_from_first_message(item)
                 return
@@ -134,6 +138,9 @@ class DjangoQueueStore:
         if item.order >= 0:  # order < 0 marks a placeholder (interrupt_stored_turn): keep the stored position
             assignments.append("queue_order = %s")
             params.append(item.order)
+        if error is not None:
+            assignments.append("error = %s")
+            params.append(_ERROR.get_db_prep_save(error, connection))
         if status in ENTERS_HISTORY:
             assignments.append("entered_at = COALESCE(entered_at, %s)")
             params.append(_ENTERED_AT.get_db_prep_save(timezone.now(), connection))
@@ -173,21 +180,9 @@ class DjangoQueueStore:
                 [now, self.session_id, now],
             )
 
-    def _insert(self, item: PendingItem, status: str) -> None:
-        request = item.request
-        insert_row(
-            Message,
-            session_id=self.session_id,
-            message_id=request.message_id,
-            role=Message.Role.USER,
-            content=request.content,
-            status=status,
-            queue_order=item.order if item.order >= 0 else None,
-            steer_requested=item.steer_requested,
-            config=request.config,
-            approval_mode=request.approval_mode,
-            model=request.model or "",
-            entered_at=timezone.now() if status in ENTERS_HISTORY else None,
+    def _insert(self, item: PendingItem, status: str, error: TurnError | None = None) -> None:
+        _insert_user_message(
+            self.session_id, item.request, status, order=item.order, steer=item.steer_requested, error=error
         )
 
     async def save_paused(self, paused: bool) -> None:
@@ -212,43 +207,52 @@ def message_store_pending(*, session_id: str, request: Any) -> None:
     next owner when it loads the queue (stored ones without a position go last, oldest first)."""
     try:
         with transaction.atomic():
-            _insert_pending(session_id=session_id, request=request)
+            _insert_user_message(session_id, request, Message.PENDING)
     except IntegrityError:
         raise _duplicate(request.message_id) from None
 
 
 def stored_for_later(session_ids: list[str]) -> dict[str, list[Any]]:
     """Messages stored while no owner could take them (no queue position yet), per session, oldest first."""
-    from agents.contract import ChatRequest
-
     found: dict[str, list[Any]] = {}
     rows = Message.objects.filter(
         session_id__in=session_ids, role=Message.Role.USER, status=Message.PENDING, queue_order__isnull=True
     ).order_by("created_at", "id")
     for row in rows:
-        found.setdefault(row.session_id, []).append(
-            ChatRequest(
-                message_id=row.message_id,
-                content=row.content,
-                config=row.config,
-                approval_mode=row.approval_mode,  # type: ignore[arg-type]
-                model=row.model or None,
-            )
-        )
+        request = _request(row.message_id, row.content, row.config, row.approval_mode, row.model)
+        found.setdefault(row.session_id, []).append(request)
     return found
 
 
-def _insert_pending(*, session_id: str, request: Any) -> None:
+def _request(message_id: str, content: str, config: Any, approval_mode: Any, model: str) -> ChatRequest:
+    """A stored user message as the request it was (its JSON config may arrive as text from SQL)."""
+    config = json.loads(config) if isinstance(config, str) else config
+    return ChatRequest(message_id, content, config=config, approval_mode=approval_mode, model=model or None)
+
+
+def _insert_user_message(
+    session_id: str,
+    request: Any,
+    status: str,
+    *,
+    order: int = -1,
+    steer: bool = False,
+    error: TurnError | None = None,
+) -> None:
     insert_row(
         Message,
         session_id=session_id,
         message_id=request.message_id,
         role=Message.Role.USER,
         content=request.content,
-        status=Message.PENDING,
+        status=status,
+        queue_order=order if order >= 0 else None,
+        steer_requested=steer,
         config=request.config,
         approval_mode=request.approval_mode,
         model=request.model or "",
+        entered_at=timezone.now() if status in ENTERS_HISTORY else None,
+        error=error,
     )
 
 
@@ -259,7 +263,6 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
     With a fencing token, first claim it, refused (Fenced) unless above every earlier token (a Redis that
     lost its data counts from 1 again: the caller raises its counter). SQL: claim, then one read of all.
     """
-    from agents.contract import ChatRequest
     from chat.live.queue import PendingItem
 
     sessions, messages = table(Session), table(Message)
@@ -300,13 +303,7 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
         elif status == "steered":
             steered.append(message_id)
         elif status == Message.PENDING:
-            request = ChatRequest(
-                message_id=message_id,
-                content=content,
-                config=json.loads(config) if isinstance(config, str) else config,  # JSON arrives as text
-                approval_mode=approval_mode,
-                model=model or None,
-            )
+            request = _request(message_id, content, config, approval_mode, model)
             # steer_requested: deferred steers belong to a turn that no longer exists
             pending.append(PendingItem(request=request, order=queue_order, steer_requested=False))
     next_order = (top + 1) if top is not None else 0

@@ -29,6 +29,13 @@ def failed_outcome(
     return "error", TurnResult(status="error", error=dict(INTERNAL_ERROR))
 
 
+def result_error(outcome: TurnOutcome, result: TurnResult | None) -> dict[str, str] | None:
+    """The `{code, message}` of a turn that ended `error` (its `result` says it; its message keeps it)."""
+    if outcome != "error" or result is None:
+        return None
+    return result.error or dict(INTERNAL_ERROR)
+
+
 def result_events(message_id: str, outcome: TurnOutcome, result: TurnResult | None) -> list[dict[str, Any]]:
     if outcome == "cancelled" or result is None:
         return [{"type": "result", "message_id": message_id, "data": {"status": "cancelled"}}]
@@ -46,7 +53,7 @@ def result_events(message_id: str, outcome: TurnOutcome, result: TurnResult | No
             "usage": result.usage,
         }
         return [final, {"type": "result", "message_id": message_id, "data": data}]
-    data = {"status": "error", "error": result.error or dict(INTERNAL_ERROR)}
+    data = {"status": "error", "error": result_error(outcome, result)}
     if result.final_content:
         data["final_content"] = result.final_content
     if result.stop_reason is not None:

@@ -25,7 +25,11 @@ class QueueStore(Protocol):
     """Where the queue keeps its state. The first save of a message (`new=True`) claims its id: a store
     refuses an id the session already has with InputError `duplicate_message_id`, and nothing changes."""
 
-    async def save_message(self, item: PendingItem, *, status: str, new: bool = False) -> None: ...
+    async def save_message(
+        self, item: PendingItem, *, status: str, new: bool = False, error: dict[str, str] | None = None
+    ) -> None:
+        """`error`: the `{code, message}` a turn that ended `error` carried, kept with its message."""
+
     async def save_paused(self, paused: bool) -> None: ...
     def storage_failed(self, exc: BaseException) -> bool:
         """True when `exc` (raised by a turn) is this store's storage failing; the store then has the

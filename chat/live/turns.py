@@ -18,7 +18,7 @@ from typing import Any
 from agents.contract import ChatRequest, Runtime, StreamClosed, TurnResult, TurnStream
 from chat.live.active import ActiveTurn, close_stream
 from chat.live.confirmations import Confirmations
-from chat.live.outcomes import TurnOutcome, failed_outcome, result_events
+from chat.live.outcomes import TurnOutcome, failed_outcome, result_error, result_events
 from chat.live.queue import Audience, Lease, PendingItem, QueueStore, order_key
 from chat.live.slots import FREE, Slot, UserGate
 
@@ -204,9 +204,10 @@ class Turns:
         item = turn.item
         consumed, restored = turn.consumed_and_restored()
         turn.steered = []
-        await self._save(item, outcome)
+        error = result_error(outcome, result)
+        await self._save(item, outcome, error=error)
         for done in consumed:
-            await self._save(done, outcome)
+            await self._save(done, outcome, error=error)
         for back in restored:
             bisect.insort(self.pending, back, key=order_key)
             await self._save(back, "pending")
@@ -239,9 +240,11 @@ class Turns:
 
     # ------------------------------------------------------------------ persistence and publishing
 
-    async def _save(self, item: PendingItem, status: str, *, new: bool = False) -> None:
+    async def _save(
+        self, item: PendingItem, status: str, *, new: bool = False, error: dict[str, str] | None = None
+    ) -> None:
         if self._store is not None:
-            await self._store.save_message(item, status=status, new=new)
+            await self._store.save_message(item, status=status, new=new, error=error)
 
     async def _set_paused(self, paused: bool) -> None:
         if self._store is not None:

@@ -116,3 +116,18 @@ def test_reload_equals_live_after_steer_cancel_approval_tool_error_and_delegatio
         call_api(page, "DELETE", "/api/v1/agents/default/config/acp/mock_runner")
     assert page.quality_problems == []  # type: ignore[attr-defined]
     assert re.search(r"/chat/[^/]+$", page.url)
+
+
+def test_a_failed_turn_says_why_also_after_a_reload(page: Any, fake_model: Any) -> None:
+    """The reason a turn failed is stored with its message: a reload says it too, not only 'failed'."""
+    watch(page)
+    fake_model.script({"text": "alpha beta gamma", "break_after": 1})
+    new_chat(page)
+    send(page, "break please")
+    failure = page.locator("#transcript .failure")
+    expect(failure).to_contain_text("The model could not answer: ")
+    said = failure.inner_text()
+    assert said.rstrip(".") != "The model could not answer"
+    reload_settled(page)
+    expect(page.locator("#transcript .failure")).to_have_text(said)
+    assert page.quality_problems == []  # type: ignore[attr-defined]

@@ -183,15 +183,20 @@ class RecordingStore:
         self.log: list[tuple[str, ...]] = []
         self.statuses: dict[str, str] = {}
         self.paused: bool | None = None
+        self.errors: dict[str, dict[str, str]] = {}  # message id → the error its turn ended with
         self._seq = 0
 
-    async def save_message(self, item: PendingItem, *, status: str, new: bool = False) -> None:
+    async def save_message(
+        self, item: PendingItem, *, status: str, new: bool = False, error: dict[str, str] | None = None
+    ) -> None:
         await asyncio.sleep(0)  # a real store awaits I/O: let other tasks run meanwhile
         if new and item.request.message_id in self.statuses:  # as the database's unique constraint does
             raise InputError(
                 "duplicate_message_id", "Message already exists.", message_id=item.request.message_id
             )
         self.statuses[item.request.message_id] = status
+        if error is not None:
+            self.errors[item.request.message_id] = error
         self.log.append(("store", item.request.message_id, status))
 
     async def save_paused(self, paused: bool) -> None:

@@ -334,7 +334,8 @@ async def test_two_sessions_with_reconnects_several_subscribers_and_snapshots_ke
 async def test_model_error_pauses_the_queue_and_a_later_submit_does_not_start(
     make: MakeController, runtime: ScriptedRuntime
 ) -> None:
-    controller = make()
+    store = RecordingStore()
+    controller = make(store=store)
     queue, _ = controller.subscribe()
     await controller.submit(request("A"))
     stream = await runtime.stream_at(0)
@@ -352,6 +353,8 @@ async def test_model_error_pauses_the_queue_and_a_later_submit_does_not_start(
         "final_content": "partial",
         "stop_reason": "error",
     }
+    assert store.statuses["A"] == "error"
+    assert store.errors == {"A": {"code": "model_error", "message": "The provider failed."}}
     assert controller.paused and len(runtime.streams) == 1
     assert await controller.submit(request("C")) == {"message_id": "C", "status": "queued", "position": 1}
     assert controller.active_task is None

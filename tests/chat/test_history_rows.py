@@ -11,11 +11,11 @@ from asgiref.sync import sync_to_async
 
 from agents import recording
 from agentsite.dev.fake_llm import Reply
-from chat.models import Message
+from chat.models import Message, Session
 from chat.store import DjangoQueueStore
 from tests import factories
 from tests.support.chat_queue import a_use_fake_llm, a_user_with_key, frames_until, is_result, is_type
-from tests.support.ws import connect, send
+from tests.support.ws import connect, rest, send
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]
 
@@ -55,6 +55,29 @@ async def test_a_failed_model_step_keeps_its_partial_text(chat: Any) -> None:
     result = (await frames_until(ws, is_result("m1", "error")))[-1]
     (row,) = await assistant_rows(session_id)
     assert row["status"] == "error" and row["content"] == result["data"]["final_content"] != ""
+
+
+async def test_why_a_turn_failed_is_kept_with_its_message_and_read_back_over_rest(chat: Any) -> None:
+    """A reload says what the live `result` said, not only that the turn failed."""
+    session_id, ws, llm = chat
+    llm.script(Reply(text="alpha beta", break_after=1))
+    await send(ws, {"type": "message", "content": "go", "message_id": "m1"})
+    result = (await frames_until(ws, is_result("m1", "error")))[-1]
+    error = result["data"]["error"]
+    assert error["code"] and error["message"]
+    user = await sync_to_async(lambda: Session.objects.get(id=session_id).user)()
+    key = await sync_to_async(factories.api_key)(user)
+    history = (await rest("GET", f"/api/v1/chat/sessions/{session_id}/messages", key=key)).json()["results"]
+    (asked,) = [row for row in history if row["role"] == "user"]
+    assert (asked["message_id"], asked["status"], asked["error"]) == ("m1", "error", error)
+    assert all("error" not in row for row in history if row["role"] != "user")
+
+    llm.script(Reply(text="fine now"))
+    await send(ws, {"type": "message", "content": "again", "message_id": "m2"})  # queued: the queue paused
+    await send(ws, {"type": "steer", "message_id": "m2"})  # send now
+    await frames_until(ws, is_result("m2", "completed"))
+    history = (await rest("GET", f"/api/v1/chat/sessions/{session_id}/messages", key=key)).json()["results"]
+    assert [("error" in row) for row in history if row["role"] == "user"] == [True, False]
 
 
 async def test_thinking_is_kept_with_its_answer(chat: Any) -> None:

@@ -219,9 +219,9 @@ async def test_a_command_whose_caller_goes_away_is_carried_out_whole(runtime: Sc
     gate = asyncio.Event()
 
     class SlowStore(RecordingStore):
-        async def save_message(self, item: Any, *, status: str, new: bool = False) -> None:
+        async def save_message(self, item: Any, *, status: str, new: bool = False, error: Any = None) -> None:
             await gate.wait()
-            await super().save_message(item, status=status, new=new)
+            await super().save_message(item, status=status, new=new, error=error)
 
     store = SlowStore()
 

@@ -127,7 +127,7 @@ def test_a_new_message_moves_the_sessions_updated_at(alice: Any) -> None:
     before = Session.objects.get(id="s").updated_at
     item = PendingItem(request=ChatRequest(message_id="m1", content="hi there"), order=0)
 
-    DjangoQueueStore("s")._save_message(item, "pending", True)
+    DjangoQueueStore("s")._save_message(item, "pending", True, None)
 
     after = Session.objects.get(id="s")
     assert after.updated_at > before + dt.timedelta(hours=2)

@@ -35,7 +35,7 @@
   let liveFrom = Infinity; // events with seq > liveFrom change queue state (set by `connected`)
   let finishedInHistory = new Set(); // turns whose whole output came from stored history
   const contents = new Map(); // message_id -> text the user typed (bubbles, the queue, regenerate)
-  const failures = new Map(); // turn id -> the error message its `result` carried (not stored)
+  const failures = new Map(); // turn id -> the error message its `result` carried (history rows keep it too)
   const delegates = new Map(); // call_id -> the `delegate_update` events of that call (not stored)
   const outbox = []; // frames typed while the socket was down
   const unacked = new Map(); // message frames sent and not yet acknowledged: re-sent (same id) when refused for now
@@ -77,6 +77,7 @@
       if (text) queueMessage(text, A.derivedId("again", turnId));
     },
     failure: (id) => failures.get(id) || null,
+    failed: (id, error) => failures.set(id, error.message || error.code),
     remember: (id, text) => contents.set(id, text),
   });
 

@@ -371,6 +371,7 @@
         if (m.role === "user") {
           userBubble(m.message_id, m.content, steered.has(m.message_id));
           hooks.remember(m.message_id, m.content);
+          if (m.error) hooks.failed(m.message_id, m.error);
           if (!steered.has(m.message_id)) {
             current = m.message_id;
             userStatus.set(current, m.status);
