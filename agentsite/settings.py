@@ -199,19 +199,11 @@ DATABASES = _databases()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL}]},
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # Rate limits are counted in the cache (agentsite/ratelimit.py): in Redis when REDIS_URL is set, so that
-# they hold across processes. The key prefix keeps apart deployments (and test servers) that
-# share one Redis database: it names this deployment's database unless AGENTSITE_CACHE_PREFIX does.
+# they hold across processes. The prefix keeps apart deployments (and test servers) that share one Redis
+# database — its cache keys, its sessions' keys and its channel-layer names (chat/live/cluster/keys.py):
+# it names this deployment's database unless AGENTSITE_CACHE_PREFIX does.
 _DB = DATABASES["default"]
 CACHE_PREFIX = (
     env_str("AGENTSITE_CACHE_PREFIX")
@@ -221,6 +213,13 @@ CACHE_PREFIX = (
     ).hexdigest()[:12]
 )
 if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            # Groups and process channels of this deployment only (chat/live/cluster/keys.py).
+            "CONFIG": {"hosts": [{"address": REDIS_URL}], "prefix": f"{CACHE_PREFIX}."},
+        }
+    }
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -231,6 +230,7 @@ if REDIS_URL:
         }
     }
 else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.locmem.LocMemCache",

@@ -56,8 +56,12 @@ from ws_load import (  # noqa: E402
 )
 
 LAYOUTS = ("1proc", "2proc", "worst")
-OWNER_KEY = "agentsite:owner:{}"  # chat/ownership.py: value "<process id>|<fencing token>"
-SESSION_KEYS = ("agentsite:owner:{}", "agentsite:fence:{}", "agentsite:events:{}")
+# The servers' deployment prefix, so that the session keys are known (chat/live/cluster/keys.py).
+DEPLOYMENT = "agentsite-bench"
+OWNER_KEY = f"agentsite:{DEPLOYMENT}:owner:{{}}"  # value "<process id>|<fencing token>"
+SESSION_KEYS = tuple(
+    f"agentsite:{DEPLOYMENT}:{kind}:{{}}" for kind in ("owner", "fence", "events", "events-floor")
+)
 
 # ----------------------------------------------------------------------------------------- services
 
@@ -205,6 +209,7 @@ def cluster(
     """`count` serve_demo.py processes on the same database and Redis (only the first runs the scheduler)."""
     args.database_url, args.redis_url = database_url, args.redis
     env = ws_load.agentsite_env(args, workdir / "data")  # one SECRET_KEY and data dir for all of them
+    env["AGENTSITE_CACHE_PREFIX"] = DEPLOYMENT
     started: list[Server] = []
     logs: list[Path] = []
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from chat.live.cluster.keys import floor_key, stream_key
 from chat.live.cluster.relay import EventRelay, RedisReplayStore
 
 
@@ -80,5 +81,27 @@ async def test_replay_store_returns_events_after_a_seq_and_detects_trimming(redi
         assert [e["seq"] for e in await store.since(sid, 10)] == [1011]  # type: ignore[union-attr]
         await store.append(sid, [_delta(seq) for seq in range(2000, 2400)])
         assert await store.since(sid, 3) is None  # trimmed: the client must resync
+    finally:
+        await store.delete(sid)
+
+
+async def test_a_since_from_before_events_redis_lost_gets_a_resync_never_a_replay_with_a_hole(redis_client):
+    """Redis restarted without its data (or let an idle session's stream expire): the stream that starts
+    again knows where it starts, and a client that saw less than that must resync."""
+    sid = f"test-{uuid.uuid4().hex}"
+    store = RedisReplayStore(redis_client, maxlen=50)
+    try:
+        assert await store.since(sid, 5) is None  # nothing known of the session at all
+        await store.append(sid, [_delta(seq) for seq in range(1, 11)])
+        assert [e["seq"] for e in await store.since(sid, 0)] == list(range(1, 11))  # type: ignore[union-attr]
+        await redis_client.delete(stream_key(sid), floor_key(sid))  # the loss
+        await store.append(sid, [_delta(seq) for seq in range(1001, 1004)])
+        assert await store.since(sid, 7) is None  # 8..10 are gone: no silent hole
+        assert [e["seq"] for e in await store.since(sid, 1000)] == [1001, 1002, 1003]  # type: ignore[union-attr]
+        assert await store.since(sid, 1003) == []
+
+        # A stream written before floors were kept counts from 0, as it did.
+        await redis_client.delete(floor_key(sid))
+        assert [e["seq"] for e in await store.since(sid, 7)] == [1001, 1002, 1003]  # type: ignore[union-attr]
     finally:
         await store.delete(sid)

@@ -11,7 +11,8 @@ import pytest
 
 from agents.contract import ChatRequest, InputError
 from agentsite.db import database_sync_to_async
-from chat.live.cluster.ownership import FENCE_KEY, OWNER_KEY, RedisOwnership
+from chat.live.cluster.keys import fence_key, owner_key
+from chat.live.cluster.ownership import RedisOwnership
 from chat.live.cluster.sessions import ClusterSessions
 from chat.live.commands import Submit
 from chat.live.controller import SessionController
@@ -86,7 +87,7 @@ async def test_after_redis_lost_its_data_the_next_owner_fences_the_previous_one(
     try:
         first = await _take(one, session_id)
         before = await _token(session_id)
-        await redis_client.delete(OWNER_KEY.format(session_id), FENCE_KEY.format(session_id))  # data lost
+        await redis_client.delete(owner_key(session_id), fence_key(session_id))  # data lost
 
         await _take(two, session_id)
         assert await _token(session_id) > before, "the new owner's token must be above the old one's"

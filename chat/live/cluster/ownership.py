@@ -1,8 +1,8 @@
 """Who owns a live session: one process at a time, recorded as a lease with a fencing token.
 
-Plain asyncio, no Django. `RedisOwnership` keeps `agentsite:owner:<session>` = "<process>|<token>" with
-`SET NX PX` and renews it while the process lives; the token comes from `INCR agentsite:fence:<session>`,
-so a later owner always holds a larger token than an earlier one (docs/architecture.md).
+Plain asyncio. `RedisOwnership` keeps the session's owner key (chat/live/cluster/keys.py: this deployment's)
+= "<process>|<token>" with `SET NX PX` and renews it while the process lives; the token comes from `INCR`
+of its fence key, so a later owner always holds a larger token than an earlier one (docs/architecture.md).
 
 An owner that misses its renewal deadline (paused, partitioned, or its key taken) calls `on_lost`
 and must stop publishing and writing at once; storage writes are additionally fenced by the token.
@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chat.live.cluster.keys import fence_key, owner_key
+
 logger = logging.getLogger(__name__)
 
-OWNER_KEY = "agentsite:owner:{}"
-FENCE_KEY = "agentsite:fence:{}"
 
 # Take the lease when it is free; the token is incremented only by the winner.
 _ACQUIRE = """
@@ -95,7 +95,7 @@ class RedisOwnership:
             return self._held[session_id]
         started = self._clock()
         token = await self._acquire(
-            keys=[OWNER_KEY.format(session_id), FENCE_KEY.format(session_id)],
+            keys=[owner_key(session_id), fence_key(session_id)],
             args=[self.process_id, self.lease_ms],
         )
         if token is None:
@@ -108,10 +108,10 @@ class RedisOwnership:
 
     async def raise_fence(self, session_id: str, token: int) -> None:
         """The next token of the session will be above `token` (one the database has seen)."""
-        await self._raise_fence(keys=[FENCE_KEY.format(session_id)], args=[token])
+        await self._raise_fence(keys=[fence_key(session_id)], args=[token])
 
     async def owner_of(self, session_id: str) -> Lease | None:
-        raw = await self.redis.get(OWNER_KEY.format(session_id))
+        raw = await self.redis.get(owner_key(session_id))
         if raw is None:
             return None
         value = raw.decode() if isinstance(raw, bytes) else str(raw)
@@ -128,7 +128,7 @@ class RedisOwnership:
         self._valid_until.pop(session_id, None)
         if lease is not None:
             with contextlib.suppress(Exception):
-                await self._release(keys=[OWNER_KEY.format(session_id)], args=[self._value(lease)])
+                await self._release(keys=[owner_key(session_id)], args=[self._value(lease)])
 
     async def start(self) -> None:
         if self._renewer is None:
@@ -159,7 +159,7 @@ class RedisOwnership:
         left = self._valid_until.get(session_id, started) - started
         try:
             ok = await asyncio.wait_for(
-                self._renew(keys=[OWNER_KEY.format(session_id)], args=[self._value(lease), self.lease_ms]),
+                self._renew(keys=[owner_key(session_id)], args=[self._value(lease), self.lease_ms]),
                 timeout=max(left, self.lease_ms / 3000),
             )
         except Exception:

@@ -18,12 +18,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from chat.live.cluster.keys import floor_key, stream_key
 from chat.live.events import encode_event
 
 logger = logging.getLogger(__name__)
 
 COALESCED = frozenset({"delta", "thinking"})
-STREAM_KEY = "agentsite:events:{}"
 
 SendBatch = Callable[[list[dict[str, Any]]], Awaitable[None]]
 
@@ -94,11 +94,20 @@ class EventRelay:
 # Appends a batch in one command: a pipeline of one XADD per event cost the owner ~20 % of its CPU in
 # redis-py's command packing and reply parsing (bench/cluster_load.py). An entry Redis refuses (an id not
 # above the stream's last) is skipped, as a failed XADD in a pipeline was.
+# KEYS: the stream, its floor. ARGV: maxlen, ttl, the seq before this batch, then entry id and event pairs.
+# A stream that did not exist (a new session, or one whose events Redis lost or let expire) records where it
+# starts: a `since` below that floor may miss events, and gets a resync instead of a replay with a hole.
 _APPEND = """
-for i = 3, #ARGV, 2 do
+local fresh = redis.call('EXISTS', KEYS[1]) == 0
+for i = 4, #ARGV, 2 do
   redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[i], 'e', ARGV[i + 1])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+if fresh then
+  redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
+else
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
 return 1
 """
 
@@ -113,15 +122,24 @@ class RedisReplayStore:
         self._append = redis.register_script(_APPEND)
 
     async def append(self, session_id: str, events: list[dict[str, Any]]) -> None:
-        args: list[Any] = [self.maxlen, self.ttl_seconds]
+        if not events:
+            return
+        args: list[Any] = [self.maxlen, self.ttl_seconds, events[0]["seq"] - 1]
         for event in events:
             args += [f"{event['seq']}-0", encode_event(event)]
-        await self._append(keys=[STREAM_KEY.format(session_id)], args=args)
+        await self._append(keys=[stream_key(session_id), floor_key(session_id)], args=args)
 
     async def since(self, session_id: str, seq: int) -> list[dict[str, Any]] | None:
-        """Stored events with seq > `seq`, or None when some may have been trimmed (→ resync)."""
-        key = STREAM_KEY.format(session_id)
+        """Stored events with seq > `seq`, or None when some may be missing (→ resync): trimmed, or the
+        stream began after `seq` (Redis lost or expired the session's earlier events), or the store knows
+        nothing of the session. A stream written before floors were kept (no floor) counts from 0."""
+        key = stream_key(session_id)
         entries = await self.redis.xrange(key, min=f"{seq + 1}-0", max="+")
+        floor = await self.redis.get(floor_key(session_id))
+        if floor is not None and seq < int(floor):
+            return None
+        if floor is None and not entries and not await self.redis.exists(key):
+            return None
         if await self.redis.xlen(key) >= self.maxlen:
             first = await self.redis.xrange(key, count=1)
             if first and _seq_of(first[0][0]) > seq + 1:
@@ -129,11 +147,11 @@ class RedisReplayStore:
         return [json.loads(fields[b"e"] if b"e" in fields else fields["e"]) for _, fields in entries]
 
     async def last_seq(self, session_id: str) -> int:
-        last = await self.redis.xrevrange(STREAM_KEY.format(session_id), count=1)
+        last = await self.redis.xrevrange(stream_key(session_id), count=1)
         return _seq_of(last[0][0]) if last else 0
 
     async def delete(self, session_id: str) -> None:
-        await self.redis.delete(STREAM_KEY.format(session_id))
+        await self.redis.delete(stream_key(session_id), floor_key(session_id))
 
 
 def _seq_of(entry_id: bytes | str) -> int:

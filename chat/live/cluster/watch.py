@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 
 from agentsite.db import database_sync_to_async
 from chat.live.cluster.channel import OwnerUnavailable, RemoteError
+from chat.live.cluster.keys import deployment_key
 from chat.live.sessions import NotOwner, sessions_with_live_messages
 from chat.store import stored_for_later
 
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from chat.live.cluster.sessions import ClusterSessions
 
 logger = logging.getLogger(__name__)
-
-WATCHERS_KEY = "agentsite:watchers:{}"  # hash: process id → "<open sockets>@<valid until, epoch s>"
 
 
 class Watch:
@@ -127,7 +126,7 @@ class Watch:
         sessions = self.sessions
         if sessions.redis is None or sessions.cluster is None:
             return
-        key = WATCHERS_KEY.format(session_id)
+        key = deployment_key("watchers", session_id)
         count = sessions.sockets.count(session_id)
         try:
             if count:
@@ -146,7 +145,7 @@ class Watch:
             return self.sessions.sockets.count(session_id)
         now = time.time()
         total = 0
-        for raw in (await redis.hgetall(WATCHERS_KEY.format(session_id))).values():
+        for raw in (await redis.hgetall(deployment_key("watchers", session_id))).values():
             count, _, until = raw.decode().partition("@")
             if float(until) > now:
                 total += int(count)
