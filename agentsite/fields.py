@@ -106,6 +106,17 @@ class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
 FLAG_TRUE, FLAG_FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
+def query_int(raw: str, name: str, message: str) -> int:
+    """An integer query parameter (`?days=`, `?limit=`, `?since=`) written as the schema's integers are: ASCII
+    digits with an optional minus. Python's int() also takes spaces, `+`, `_` and other scripts' digits; an
+    empty value is no number either. Else 400 `invalid` with `message`."""
+    from agentsite.errors import ApiError
+
+    if not (raw.isascii() and raw.removeprefix("-").isdigit()):
+        raise ApiError(400, "invalid", message, fields={name: [message]})
+    return int(raw)
+
+
 def query_flag(raw: str | None, name: str) -> bool:
     """A true/false query parameter (`?archived=`, `?unread_only=`, `?hide=`): `true|false|1|0|yes|no` in any
     case; absent or empty is false; anything else is 400 `invalid`."""

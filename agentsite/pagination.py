@@ -10,6 +10,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
 from agentsite.errors import ApiError
+from agentsite.fields import query_int
 
 
 class CursorPage(CursorPagination):
@@ -23,10 +24,7 @@ class CursorPage(CursorPagination):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None:
             return self.page_size
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ApiError(400, "invalid", "limit must be an integer between 1 and 500.") from None
+        value = query_int(raw, "limit", "limit must be an integer between 1 and 500.")
         if not 1 <= value <= self.max_page_size:
             raise ApiError(400, "invalid", "limit must be an integer between 1 and 500.")
         return value

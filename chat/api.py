@@ -19,8 +19,7 @@ from rest_framework.views import APIView
 
 from agentsite.authentication import request_credential
 from agentsite.credentials import Credential
-from agentsite.errors import ApiError
-from agentsite.fields import query_flag
+from agentsite.fields import query_flag, query_int
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
@@ -328,10 +327,8 @@ class EventStreamApi(APIView):
         since_raw = request.query_params.get("since")  # `?since=` is no seq: 400, as any other non-number
         if since_raw is None:
             since_raw = request.headers.get("Last-Event-ID") or None
-        try:
-            since = max(int(since_raw), 0) if since_raw is not None else None
-        except ValueError:
-            raise ApiError(400, "invalid", "since must be an integer event seq.") from None
+        message = "since must be an integer event seq."
+        since = max(query_int(since_raw, "since", message), 0) if since_raw is not None else None
         stream = _sse(session.id, since, request_credential(request))
         response = StreamingHttpResponse(stream, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"

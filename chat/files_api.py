@@ -38,7 +38,7 @@ from agents.sandbox.site import workspace_dir
 from agents.tools.base import ToolError
 from agents.tools.workspace import open_folder, open_inside, resolve_in_workspace
 from agentsite.errors import ApiError
-from agentsite.fields import query_flag
+from agentsite.fields import query_flag, query_int
 from agentsite.isotime import iso
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import errors, flag_parameter
@@ -130,14 +130,13 @@ def _listing(workspace: Path, folder: Path) -> list[dict[str, Any]]:
 
 
 def _page_params(request: Request) -> tuple[int, int]:
-    try:
-        limit = int(request.query_params.get("limit", LIST_LIMIT))
-        start = int(request.query_params.get("cursor") or 0)
-    except ValueError:
-        raise ApiError(400, "invalid", "limit and cursor must be integers.") from None
-    if not 1 <= limit <= LIST_MAX or start < 0:
-        raise ApiError(400, "invalid", f"limit must be 1-{LIST_MAX}; cursor a `next` you received.")
-    return limit, start
+    message = f"limit must be 1-{LIST_MAX}; cursor a `next` you received."
+    limit, cursor = request.query_params.get("limit"), request.query_params.get("cursor")
+    limit_value = LIST_LIMIT if limit is None else query_int(limit, "limit", message)
+    start = query_int(cursor, "cursor", message) if cursor else 0
+    if not 1 <= limit_value <= LIST_MAX or start < 0:
+        raise ApiError(400, "invalid", message)
+    return limit_value, start
 
 
 PATH_PARAM = OpenApiParameter("path", str, OpenApiParameter.QUERY, description="A folder; default: the root")

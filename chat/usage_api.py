@@ -15,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
+from agentsite.fields import query_int
 from agentsite.models import integer_pk
 from agentsite.openapi import errors
 from chat.usage import MAX_DAYS, usage_report
@@ -23,14 +24,11 @@ DEFAULT_DAYS = 30
 
 
 def report_days(raw: str | None) -> int:
-    if raw is None or raw == "":
+    if raw is None:
         return DEFAULT_DAYS
-    try:
-        days = int(raw)
-    except ValueError:
-        days = 0
+    message = f"days must be a whole number from 1 to {MAX_DAYS}."
+    days = query_int(raw, "days", message)
     if not 1 <= days <= MAX_DAYS:
-        message = f"days must be a whole number from 1 to {MAX_DAYS}."
         raise ApiError(400, "invalid", message, fields={"days": [message]})
     return days
 

@@ -145,7 +145,7 @@ def _item_problem(item: str, low: int, high: int, names: tuple[str, ...]) -> str
         return "empty list item"
     base, has_step, step = item.partition("/")
     if has_step:
-        if not step.isdigit():
+        if not _is_number(step):
             return f"step '{step}' is not a whole number"
         if int(step) == 0:
             return "a step must be at least 1"
@@ -154,15 +154,20 @@ def _item_problem(item: str, low: int, high: int, names: tuple[str, ...]) -> str
         problem = _bound_problem(bound, low, high, names)
         if problem:
             return problem
-    if len(bounds) == 2 and all(bound.isdigit() for bound in bounds) and int(bounds[0]) > int(bounds[1]):
+    if len(bounds) == 2 and all(_is_number(bound) for bound in bounds) and int(bounds[0]) > int(bounds[1]):
         return f"range {base} runs backwards"
     return None
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits only: `"²"` is a digit to str.isdigit, not to int."""
+    return text.isascii() and text.isdigit()
 
 
 def _bound_problem(bound: str, low: int, high: int, names: tuple[str, ...]) -> str | None:
     if bound == "*" or bound.upper() in names:
         return None
-    if bound.isdigit():
+    if _is_number(bound):
         value = int(bound)
         return None if low <= value <= high else f"{value} is out of range"
     if bound == "":

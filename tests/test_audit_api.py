@@ -107,6 +107,7 @@ def test_filters_by_user_action_and_time(api: Any, staff_key: str, alice: Any, b
     assert actions(f"since={since}&until={until}") == ["config.update", "config.create"]
     assert actions(f"since={since}&until={until}&user=bob") == ["config.update"]
     assert actions("user=nobody") == []
+    assert actions("user=%C2%B2") == [] and actions(f"user={2**64}") == []  # "²" was a 500: isdigit, not int
 
 
 def test_bad_times_and_limits_are_400(api: Any, staff_key: str) -> None:

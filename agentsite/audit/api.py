@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from agentsite.audit.models import AuditEntry
 from agentsite.errors import ApiError
+from agentsite.models import integer_pk
 from agentsite.openapi import PAGE_PARAMETERS, errors
 from agentsite.pagination import CursorPage
 
@@ -54,7 +55,8 @@ def audit_entries(params: Any) -> QuerySet[AuditEntry]:
     entries = AuditEntry.objects.all()
     user = params.get("user")
     if user:
-        entries = entries.filter(user_id=int(user)) if user.isdigit() else entries.filter(username=user)
+        pk = integer_pk(user)
+        entries = entries.filter(user_id=pk) if pk is not None else entries.filter(username=user)
     actions = [action.strip() for action in (params.get("action") or "").split(",") if action.strip()]
     if actions:
         matches = Q()

@@ -62,6 +62,9 @@ def test_listing_is_one_folder_folders_first_and_paginated(api: Any, alice_key: 
         "page.html",
         "README.md",
     ]
+    for query in ("limit=0", "limit=", "limit=%202", "limit=1_0", "cursor=-1", "cursor=%D9%A7"):
+        refused = api(alice_key).get(f"{FILES}?{query}")
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid", query
     inside = api(alice_key).get(f"{FILES}?path=src").json()
     assert inside["results"][0] == {**inside["results"][0], "path": "src/app.py", "size": 25, "type": "file"}
     assert inside["results"][0]["modified_at"].endswith("Z")

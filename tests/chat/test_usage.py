@@ -112,6 +112,11 @@ def test_the_usage_api_reports_the_callers_own_and_staff_may_ask_for_anyone(
         ("?days=0", 400, "invalid"),
         ("?days=367", 400, "invalid"),
         ("?days=abc", 400, "invalid"),
+        ("?days=", 400, "invalid"),  # found by the API fuzzer: an empty value was taken as the default
+        ("?days=%207", 400, "invalid"),  # int() takes " 7", "+7", "1_0" and "٧"; the schema's integer not
+        ("?days=%2B7", 400, "invalid"),
+        ("?days=1_0", 400, "invalid"),
+        ("?days=%D9%A7", 400, "invalid"),
     ):
         response = api(alice_key).get(USAGE + query)
         assert response.status_code == status and response.json()["error"]["code"] == code

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
@@ -133,6 +134,19 @@ def test_a_bad_cron_string_is_refused_with_the_reason(api: Any, alice_key: str) 
     fields = fields_of(api(alice_key).post(JOBS, body))
 
     assert "61 is out of range" in fields["schedule.cron"][0]
+
+
+@pytest.mark.parametrize(
+    ("cron", "reason"),
+    [("² * * * *", "'²' is not a number"), ("*/² * * * *", "step '²' is not a whole number")],
+)
+def test_a_digit_of_another_script_is_named_not_a_parser_error(
+    api: Any, alice_key: str, cron: str, reason: str
+) -> None:
+    """`"²"` is a digit to str.isdigit, not to int(): the reason said "invalid literal for int()"."""
+    fields = fields_of(api(alice_key).post(JOBS, agent_job(schedule={"type": "cron", "cron": cron})))
+
+    assert reason in fields["schedule.cron"][0]
 
 
 def test_a_cron_string_with_six_fields_says_how_many_are_expected(api: Any, alice_key: str) -> None:
