@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import hashlib
 import logging
 import time
@@ -123,12 +124,17 @@ def _rows(
             yield from cursor.fetchall()
 
 
-def _password_stale(user_model: Any, password: str, session_hash: str) -> bool:
+def _password_stale(password: str, session_hash: str) -> bool:
     """Whether a browser session logged in with `session_hash` no longer matches the user's password: as
     Django's own check of a request (`django.contrib.auth.get_user`), with SECRET_KEY_FALLBACKS."""
-    user = user_model(password=password)
-    hashes = (user.get_session_auth_hash(), *user.get_session_auth_fallback_hash())
-    return not any(constant_time_compare(session_hash, known) for known in hashes)
+    return not any(constant_time_compare(session_hash, known) for known in _session_hashes(password))
+
+
+@functools.lru_cache(maxsize=4096)
+def _session_hashes(password: str) -> tuple[str, ...]:
+    """The session hashes a stored password allows (computed once per password, not every second)."""
+    user = get_user_model()(password=password)
+    return (user.get_session_auth_hash(), *user.get_session_auth_fallback_hash())
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -180,7 +186,7 @@ def credentials_ended(credentials: Collection[Credential], *, now: datetime) -> 
         elif credential.session_key is not None and credential.session_key in gone:
             ended[credential] = SESSION_ENDED
         elif credential.session_hash is not None and _password_stale(
-            user_model, passwords[credential.user_id], credential.session_hash
+            passwords[credential.user_id], credential.session_hash
         ):
             ended[credential] = PASSWORD_CHANGED
     return ended
