@@ -4,7 +4,8 @@ Several deployments (or test servers) may point at one Redis database. Session i
 (`POST /chat/sessions {session_id}`, create-on-connect), so two deployments can hold sessions with the
 same id: every Redis key of a session and every channel-layer name (settings: CHANNEL_LAYERS' `prefix`)
 carries the deployment's prefix, settings.CACHE_PREFIX (its database, unless AGENTSITE_CACHE_PREFIX names
-it). One deployment never reads another's leases, fences, events or watchers, nor reaches its processes.
+it). One deployment never reads another's leases, fences, events, watchers or turn slots, nor reaches its
+processes.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 from django.conf import settings
 
 
-def deployment_key(kind: str, name: object) -> str:
-    """`agentsite:<deployment>:<kind>:<name>`."""
-    return f"agentsite:{settings.CACHE_PREFIX}:{kind}:{name}"
+def deployment_key(kind: str, name: object, deployment: str | None = None) -> str:
+    """`agentsite:<deployment>:<kind>:<name>`; the deployment is this one's unless named."""
+    return f"agentsite:{settings.CACHE_PREFIX if deployment is None else deployment}:{kind}:{name}"
 
 
 def owner_key(session_id: str) -> str:

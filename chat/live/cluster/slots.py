@@ -1,6 +1,6 @@
 """Per-user turn slots across every process (docs/protocol.md §6.4), in Redis.
 
-A user's running turns are members of the sorted set `agentsite:turns:<deployment>:<user>` (user ids are
+A user's running turns are members of the sorted set `agentsite:<deployment>:turns:<user>` (user ids are
 per database: the deployment's cache prefix keeps apart those that share one Redis), scored by when each
 expires; a slot is taken (Lua, atomically) when fewer than the limit are unexpired, and renewed every
 third of its lifetime while its turn runs, so the slots of a process that died free themselves. Waiting
@@ -20,11 +20,11 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from chat.live.cluster.keys import deployment_key
 from chat.live.slots import Slot, TurnSlots
 
 logger = logging.getLogger(__name__)
 
-TURNS_KEY = "agentsite:turns:{}:{}"
 SLOT_SECONDS = 30.0  # a slot's lifetime without renewal
 WAKE_EVERY = 0.5  # how often waiting controllers look again
 
@@ -48,7 +48,7 @@ class RedisTurnSlots(TurnSlots):
         self._task: asyncio.Task[None] | None = None
 
     def _key(self, user_id: int) -> str:
-        return TURNS_KEY.format(self._deployment, user_id)
+        return deployment_key("turns", user_id, self._deployment)
 
     def start(self) -> RedisTurnSlots:
         if self._task is None and self.limit > 0:
