@@ -6,6 +6,7 @@ Read from the source with `ast` (every import, also those inside functions), nev
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +32,10 @@ ALLOWED = {
     "cron": {"kernel", "agents", "chat"},
     "portal": {"kernel", "agents", "acp", "mcpservers", "chat", "cron"},
 }
-MAX_LINES = 450
+# Files are split by cohesion, not by size: past WARN_LINES a module is worth a look (a warning),
+# past MAX_LINES it almost surely holds more than one idea (a failure).
+WARN_LINES = 450
+MAX_LINES = 700
 
 
 def production_modules() -> dict[str, Path]:
@@ -89,12 +93,11 @@ def test_the_allowed_dependencies_have_no_cycle() -> None:
 
 
 def test_no_module_is_longer_than_a_newcomer_reads_in_one_sitting() -> None:
-    long = {
-        module: lines
-        for module, path in production_modules().items()
-        if (lines := len(path.read_text().splitlines())) > MAX_LINES
-    }
-    assert long == {}
+    sizes = {module: len(path.read_text().splitlines()) for module, path in production_modules().items()}
+    for module, lines in sorted(sizes.items()):
+        if WARN_LINES < lines <= MAX_LINES:
+            warnings.warn(f"{module} has {lines} lines: does it still hold one idea?", stacklevel=1)
+    assert {module: lines for module, lines in sizes.items() if lines > MAX_LINES} == {}
 
 
 def test_the_checks_see_what_they_look_for(tmp_path: Path) -> None:
