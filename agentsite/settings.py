@@ -243,21 +243,26 @@ else:
 AGENTSITE_RATE_USER = env_rate("AGENTSITE_RATE_USER", "1200/min")
 AGENTSITE_RATE_ANON = env_rate("AGENTSITE_RATE_ANON", "120/min")
 AGENTSITE_RATE_FAILED_KEYS = env_rate("AGENTSITE_RATE_FAILED_KEYS", "30/min")
+# Login lockout (agentsite/lockout.py): failures per (username, address), and per address across usernames
+# (within the same window; 0: no address lock); login attempts (POSTs of the login pages) per address.
 AGENTSITE_RATE_LOGIN = env_rate("AGENTSITE_RATE_LOGIN", "5/15min")
-# Proxies whose X-Forwarded-For names the client (addresses or CIDR networks); none: the peer is the client.
+AGENTSITE_LOGIN_ADDRESS_FAILURES = env_int("AGENTSITE_LOGIN_ADDRESS_FAILURES", 30, minimum=0)
+AGENTSITE_RATE_LOGIN_ADDRESS = env_rate("AGENTSITE_RATE_LOGIN_ADDRESS", "30/min")
+# Proxies whose X-Forwarded-For names the client (addresses or CIDR networks); none (the default): the peer
+# is the client and no X-Forwarded-For is believed. Behind nginx on the same machine: 127.0.0.1.
 AGENTSITE_TRUSTED_PROXIES = env_networks("AGENTSITE_TRUSTED_PROXIES")
 
-# Login lockout with django-axes (agentsite/lockout.py): failures per username or per address, kept in
-# the database (every process sees them), counted from AGENTSITE_RATE_LOGIN.
+# Login lockout with django-axes (agentsite/lockout.py): failures kept in the database (every process sees
+# them), counted per (username, address) and per address by agentsite.lockout.LockoutHandler.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_ENABLED = parse_rate(AGENTSITE_RATE_LOGIN) is not None
-AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_HANDLER = "agentsite.lockout.LockoutHandler"
 AXES_FAILURE_LIMIT = "agentsite.lockout.failure_limit"
 AXES_COOLOFF_TIME = "agentsite.lockout.cool_off"
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_CLIENT_IP_CALLABLE = "agentsite.lockout.client_ip"
 AXES_RESET_ON_SUCCESS = True
 # Attempts while locked are refused without being counted: the lock ends when the window passes.

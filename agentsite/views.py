@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from agentsite.errors import json_error
-from agentsite.lockout import lockout_response, setup_blocked_for, setup_failed
+from agentsite.lockout import RATE_LIMITED, lockout_response, login_rate_wait
 from agentsite.services import setup_needed, user_create_first_admin
 
 
@@ -38,10 +38,17 @@ def setup(request: HttpRequest) -> HttpResponse:
         return redirect("login")
     form = SetupForm(request.POST or None)
     if request.method == "POST":
-        username = request.POST.get("username", "")
-        if setup_blocked_for(request, username):  # docs/protocol.md §6.2, agentsite/lockout.py
+        # docs/protocol.md §6.2, §6.6 (agentsite/lockout.py): no password is checked here, so no failed
+        # login either (a form that fails its own validation is none); only the per-address rate applies.
+        wait = login_rate_wait(request)
+        if wait:
             return lockout_response(
-                request, username=username, template="registration/setup.html", context={"form": SetupForm()}
+                request,
+                username=request.POST.get("username", ""),
+                seconds=wait,
+                reason=RATE_LIMITED,
+                template="registration/setup.html",
+                context={"form": form},
             )
         if form.is_valid():
             try:
@@ -54,7 +61,6 @@ def setup(request: HttpRequest) -> HttpResponse:
                 return redirect("login")
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             return redirect("portal:home")
-        setup_failed(request, username)
     return render(request, "registration/setup.html", {"form": form})
 
 

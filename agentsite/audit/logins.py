@@ -4,7 +4,8 @@ portal's login page, `/setup/`, the admin's login — sends them.
 A failed login names the username that was tried (never the password: Django has cleansed it already) and,
 when that account exists, the account as the entry's object; its `user` is null (nobody is signed in).
 `locked_out` says that the attempt was refused without checking the password (agentsite/lockout.py,
-docs/protocol.md §6.2); a refused `/setup/` submission is reported as a failed login there too.
+docs/protocol.md §6.2, §6.6): its username was locked from its address, or its address was; `rate_limited`
+that its address sent too many login attempts (`login_refused`: the first refusal of each window).
 """
 
 from __future__ import annotations
@@ -40,7 +41,18 @@ def _login_failed(sender: Any, credentials: dict[str, Any], request: Any = None,
     from agentsite.lockout import refused_unchecked  # axes is loaded by then
 
     model = get_user_model()
-    tried = str(credentials.get(model.USERNAME_FIELD) or credentials.get("username") or "")[:150]
+    tried = str(credentials.get(model.USERNAME_FIELD) or credentials.get("username") or "")
+    _record_failure(request, tried, locked_out=refused_unchecked(request), rate_limited=False)
+
+
+def login_refused(request: Any, username: str) -> None:
+    """A login attempt refused unread because its address sent too many (agentsite/lockout.py)."""
+    _record_failure(request, username, locked_out=True, rate_limited=True)
+
+
+def _record_failure(request: Any, tried: str, *, locked_out: bool, rate_limited: bool) -> None:
+    model = get_user_model()
+    tried = tried[:150]
     account = (
         model._default_manager.filter(**{model.USERNAME_FIELD: tried}).values_list("pk", flat=True).first()
     )
@@ -52,7 +64,8 @@ def _login_failed(sender: Any, credentials: dict[str, Any], request: Any = None,
         details={
             "username": tried,
             "path": getattr(request, "path", None),
-            "locked_out": refused_unchecked(request),
+            "locked_out": locked_out,
+            "rate_limited": rate_limited,
         },
         actor=actor_of(None, client_address(request)),
     )

@@ -32,6 +32,8 @@ DEFAULT_LIMITS = {
     "AGENTSITE_RATE_ANON": "120/min",
     "AGENTSITE_RATE_FAILED_KEYS": "30/min",
     "AGENTSITE_RATE_LOGIN": "5/15min",
+    "AGENTSITE_LOGIN_ADDRESS_FAILURES": "30",
+    "AGENTSITE_RATE_LOGIN_ADDRESS": "30/min",
 }
 ADMIN = {"username": "admin", "password": "a-long-Pass-phrase-42"}
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
@@ -53,9 +55,9 @@ def set_up_admin(server: RunningServer) -> httpx.Client:
     return http
 
 
-def log_in(server: RunningServer, password: str) -> httpx.Response:
+def log_in(server: RunningServer, password: str, username: str = ADMIN["username"]) -> httpx.Response:
     with httpx.Client(base_url=server.base_url, timeout=20) as http:
-        return post_form(http, "/login/", {"username": ADMIN["username"], "password": password})
+        return post_form(http, "/login/", {"username": username, "password": password})
 
 
 def assert_locked_out(response: httpx.Response) -> None:
@@ -275,3 +277,9 @@ def test_user_and_address_rates_and_the_lockout_hold_across_two_processes(two_se
         assert log_in([a, b][n % 2], "wrong").status_code == 200
     assert_locked_out(log_in(b, ADMIN["password"]))
     assert_locked_out(log_in(a, ADMIN["password"]))
+
+    # Login attempts per address (30 a minute) are counted in Redis too: /setup/ and 7 logins so far.
+    statuses = [log_in([a, b][n % 2], "wrong", username=f"nobody{n}").status_code for n in range(23)]
+    assert statuses == [200] * 22 + [429]
+    refused = log_in(a, ADMIN["password"])
+    assert refused.status_code == 429 and "Too many login attempts from this address." in refused.text
