@@ -22,8 +22,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite import __version__
-from agentsite.authentication import authenticated_by_key
+from agentsite.authentication import authenticated_by_key, request_credential
 from agentsite.errors import ApiError
+from agentsite.isotime import iso
 from agentsite.models import ApiKey, integer_pk
 from agentsite.openapi import PAGE_PARAMETERS, errors, page_of
 from agentsite.serializers import (
@@ -32,8 +33,10 @@ from agentsite.serializers import (
     KeyCreateSerializer,
     KeyRevokedSerializer,
     VersionSerializer,
+    WsTicketSerializer,
 )
 from agentsite.services import api_key_create, api_key_revoke
+from agentsite.tickets import ticket_issue
 
 
 class KeyListCreateApi(generics.GenericAPIView):
@@ -81,6 +84,15 @@ class KeyDetailApi(APIView):
         key = get_object_or_404(ApiKey, pk=integer_pk(key_id) or -1, user=request.user)
         api_key_revoke(key=key)
         return Response({"id": str(key.pk), "revoked": True})
+
+
+class WsTicketApi(APIView):
+    """docs/protocol.md §6.6: a one-use ticket for a WebSocket, so that no key travels in its URL."""
+
+    @extend_schema(operation_id="auth_ws_ticket", request=None, responses={201: WsTicketSerializer})
+    def post(self, request: Request) -> Response:
+        ticket, expires_at = ticket_issue(request_credential(request))
+        return Response({"ticket": ticket, "expires_at": iso(expires_at)}, status=201)
 
 
 class VersionApi(APIView):

@@ -185,11 +185,13 @@ or a browser session (CSRF applies to unsafe methods). Every error answers
 
 ## WebSocket: `/api/v1/chat/ws/{session_id}`
 
-Not an HTTP operation, so described here (docs/protocol.md §3). Connect with the browser session cookie
-(from an allowed `Origin`) or `?api_key=<key>`; `?since=SEQ` replays every retained event after SEQ (or
-sends `resync`); `?create=1` (with `agent_name=`, `title=` as for `POST /chat/sessions`) creates the
-session when the user has none with that id: a chat in one round trip. One JSON object per text frame;
-frames over `AGENTSITE_WS_MAX_FRAME_BYTES` close the socket with 1009.
+Not an HTTP operation, so described here (docs/protocol.md §3). Connect with `Authorization: Bearer <key>` on
+the upgrade request, or `?ticket=` (from `POST /api/v1/auth/ws-ticket`: one use, 60 s) when the client
+cannot set headers — both keep the key out of URLs and access logs —, the browser session cookie (from an
+allowed `Origin`), or `?api_key=<key>` (still accepted, not recommended); `?since=SEQ` replays every
+retained event after SEQ (or sends `resync`); `?create=1` (with `agent_name=`, `title=` as for
+`POST /chat/sessions`) creates the session when the user has none with that id: a chat in one round trip.
+One JSON object per text frame; frames over `AGENTSITE_WS_MAX_FRAME_BYTES` close the socket with 1009.
 
 - The server first sends `{"type": "connected", "session_id", "snapshot", "last_seq"}`, or an `error` and a
   close: `unauthorized` (4401), `not_found` (4404), `closed` (4410); with `create`, also `session_exists`

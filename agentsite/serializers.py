@@ -42,3 +42,8 @@ class KeyRevokedSerializer(serializers.Serializer):
 class VersionSerializer(serializers.Serializer):
     version = serializers.CharField()
     api = serializers.ChoiceField(choices=["v1"])
+
+
+class WsTicketSerializer(serializers.Serializer):
+    ticket = serializers.CharField(help_text="Opens one socket: `/api/v1/chat/ws/{session_id}?ticket=…`.")
+    expires_at = serializers.DateTimeField(help_text="Unused by then, it opens nothing (60 s by default).")

@@ -294,6 +294,8 @@ AGENTSITE_MAX_BODY_BYTES = env_int("AGENTSITE_MAX_BODY_BYTES", 1024 * 1024, mini
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MAX_BODY_BYTES
 # A file uploaded into a session's workspace (PUT …/files/{path}, chat/files_api.py) may be this large.
 AGENTSITE_MAX_UPLOAD_BYTES = env_int("AGENTSITE_MAX_UPLOAD_BYTES", 25 * 1024 * 1024, minimum=1024)
+# A WebSocket ticket (POST /api/v1/auth/ws-ticket, agentsite/tickets.py) opens one socket within this time.
+AGENTSITE_WS_TICKET_SECONDS = env_int("AGENTSITE_WS_TICKET_SECONDS", 60, minimum=1)
 AGENTSITE_WS_MAX_FRAME_BYTES = env_int("AGENTSITE_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
 # HTTP requests whose middleware and view run at once (each in a thread of its own); the others wait.
 AGENTSITE_REQUEST_THREADS = env_int("AGENTSITE_REQUEST_THREADS", 32, minimum=1)

@@ -28,6 +28,7 @@ api_v1 = [
     path("docs/", site_api.DocsApi.as_view(), name="docs"),
     path("auth/keys", site_api.KeyListCreateApi.as_view(), name="keys"),
     path("auth/keys/<str:key_id>", site_api.KeyDetailApi.as_view(), name="key-detail"),
+    path("auth/ws-ticket", site_api.WsTicketApi.as_view(), name="ws-ticket"),
     path("agents", agents_api.AgentListApi.as_view(), name="agents"),
     path("agents/<str:name>", agents_api.AgentDetailApi.as_view(), name="agent-detail"),
     path("agents/<str:name>/tools", agents_api.AgentToolListApi.as_view(), name="agent-tools"),

@@ -1,8 +1,12 @@
-"""WebSocket authentication: `?api_key=`, or the browser session cookie from an allowed Origin.
+"""WebSocket authentication: `Authorization: Bearer <key>` on the upgrade request, `?ticket=` (a one-use
+ticket, agentsite/tickets.py), `?api_key=`, or the browser session cookie from an allowed Origin.
 
-docs/protocol.md §1: a socket that sends an Origin must come from an allowed origin; API clients send none and
-authenticate by key alone; cookie authentication is never accepted without an allowed Origin. A key
-that is given is always checked: a wrong key is rejected in every mode, also AGENTSITE_AUTH=open.
+docs/protocol.md §1, §6.6: a socket that sends an Origin must come from an allowed origin; API clients send
+none and authenticate by key alone; cookie authentication is never accepted without an allowed Origin. A key
+or ticket that is given is always checked: a wrong one is rejected in every mode, also AGENTSITE_AUTH=open,
+and never falls back to another credential. An `Authorization` header of another scheme (`Basic`, from a
+proxy that asks browsers for a password) is not ours: the cookie decides. Tickets and the header are
+preferred: a key in the URL lands in proxies' and servers' access logs.
 """
 
 from __future__ import annotations
@@ -24,8 +28,13 @@ from agentsite.errors import rate_limited_message
 from agentsite.internals import SERVER_SEND
 from agentsite.ratelimit import FAILED_KEYS_REASON, key_authenticate, scope_address
 from agentsite.services import local_user
+from agentsite.tickets import TICKET_REFUSED, ticket_authenticate
 
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
+AUTH_REQUIRED = (
+    "Authentication required: send 'Authorization: Bearer <api_key>', pass ?ticket= "
+    "(POST /api/v1/auth/ws-ticket) or ?api_key=<key>, or log in."
+)
 
 
 def _origin(scheme: str, netloc: str) -> str:
@@ -103,8 +112,18 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
     return None
 
 
+def _bearer(scope: dict[str, Any]) -> str | None:
+    """The key of an `Authorization: Bearer <key>` header (empty when the header names none), else None."""
+    header = _header(scope, b"authorization")
+    if header is None:
+        return None
+    scheme, _, value = header.strip().partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else None
+
+
 class WebSocketAuthMiddleware:
-    """Outermost: the Origin rule, then `?api_key=` alone, or the browser's session cookie.
+    """Outermost: the Origin rule, then a Bearer header, a ticket or `?api_key=` alone, or the browser's
+    session cookie.
 
     A key-authenticated socket skips Channels' cookie, session and user middlewares entirely: it has no
     use for them, and each of them costs memory per socket and a wrapper around every frame it sends.
@@ -123,25 +142,35 @@ class WebSocketAuthMiddleware:
             return await denier(scope, receive, send)
         # `credential`: what the socket authenticated with (agentsite/credentials.py closes it when that ends)
         scope = {**scope, "auth_error": None, "credential": None, SERVER_SEND: send}
-        api_keys = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key")
-        if api_keys is None:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        key = _bearer(scope)
+        if key is None and "ticket" not in query:
+            key = (query.get("api_key") or [None])[0]
+        if key is None and "ticket" not in query:
             return await self.cookie_stack(scope, receive, send)
+        address = scope_address(scope)
         try:
-            attempt = await database_sync_to_async(key_authenticate)(
-                api_keys[0], address=scope_address(scope)
-            )
+            if key is not None:
+                attempt = await database_sync_to_async(key_authenticate)(key, address=address)
+                credential = Credential.of_key(attempt.user.pk, key) if attempt.user is not None else None
+                refused = "Invalid, revoked or expired api_key."
+            else:
+                attempt, credential = await database_sync_to_async(ticket_authenticate)(
+                    query["ticket"][0], address=address
+                )
+                refused = TICKET_REFUSED
         except (OperationalError, InterfaceError):
             scope["user"] = AnonymousUser()
             scope["unavailable"] = True  # the consumer says so (close 1012) instead of dropping the handshake
             return await self.inner(scope, receive, send)
         if attempt.user is None:
             scope["user"] = AnonymousUser()
-            scope["auth_error"] = "Invalid, revoked or expired api_key."
+            scope["auth_error"] = refused
             if attempt.retry_after:  # too many wrong keys from this address (docs/protocol.md §6.2)
                 scope["rate_limited"] = rate_limited_message(FAILED_KEYS_REASON, attempt.retry_after)
         else:
             scope["user"] = attempt.user
-            scope["credential"] = Credential.of_key(attempt.user.pk, api_keys[0])
+            scope["credential"] = credential
         return await self.inner(scope, receive, send)
 
 
@@ -162,7 +191,7 @@ class CookieUserMiddleware(BaseMiddleware):
             scope["credential"] = Credential(scope["user"].pk)
         else:
             scope["user"] = AnonymousUser()
-            scope["auth_error"] = "Authentication required: pass ?api_key=<key> or log in."
+            scope["auth_error"] = AUTH_REQUIRED
         return await super().__call__(scope, receive, send)
 
 
