@@ -2,7 +2,9 @@
 limit holds across server processes; this process's memory otherwise (one process).
 
 - `client_address`: whom a request or socket comes from — the peer, or behind one of
-  AGENTSITE_TRUSTED_PROXIES the address that proxy saw (X-Forwarded-For).
+  AGENTSITE_TRUSTED_PROXIES the address that proxy saw (X-Forwarded-For). The one rule for the rate limits,
+  the login lockout and the audit trail's addresses; with no trusted proxy (the default) no
+  X-Forwarded-For is believed, also not from loopback.
 - `hit`/`peek`: a counting window per (scope, who) that opens at its first hit and lasts the rate's
   period; `Retry-After` is the time until it closes. Counting is one atomic increment (INCR in Redis).
 - REST: `UserRateThrottle` (DRF, AGENTSITE_RATE_USER per user) and `AnonymousRateLimitMiddleware`
@@ -65,11 +67,14 @@ UNKNOWN = "unknown"  # a request without a peer address (a test client, a Unix s
 
 
 def ip_or_none(address: str) -> str | None:
-    """`address` when it is an IP address (IPv6 without brackets), else None."""
+    """`address` when it is an IP address (IPv6 without brackets; an IPv4-mapped IPv6 address, as a
+    dual-stack listener sees IPv4 peers, as the IPv4 address it is), else None."""
     try:
-        return str(ipaddress.ip_address(address.strip("[]")))
+        ip = ipaddress.ip_address(address.strip("[]"))
     except ValueError:
         return None
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)
 
 
 def client_address(peer: str | None, forwarded_for: str | None) -> str:
@@ -80,6 +85,8 @@ def client_address(peer: str | None, forwarded_for: str | None) -> str:
     if not peer:
         return UNKNOWN
     peer_ip = ip_or_none(peer)
+    if peer_ip is not None:
+        peer = peer_ip
     if not proxies or not forwarded_for or peer_ip is None or not _trusted(peer_ip, proxies):
         return peer
     for hop in reversed([hop.strip() for hop in forwarded_for.split(",") if hop.strip()]):
@@ -102,13 +109,12 @@ def request_address(request: HttpRequest) -> str:
 
 
 def scope_address(scope: Mapping[str, Any]) -> str:
-    """The client address of an ASGI scope (a WebSocket)."""
+    """The client address of an ASGI scope (a WebSocket). Several X-Forwarded-For lines are one list, as
+    Django joins a request's."""
     client = scope.get("client") or (None,)
-    forwarded = None
-    for name, value in scope.get("headers", []):
-        if name == b"x-forwarded-for":
-            forwarded = value.decode("latin-1")
-    return client_address(client[0], forwarded)
+    headers = scope.get("headers", [])
+    lines = [value.decode("latin-1") for name, value in headers if name == b"x-forwarded-for"]
+    return client_address(client[0], ",".join(lines) or None)
 
 
 # --- counting ----------------------------------------------------------------------------------------

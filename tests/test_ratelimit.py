@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from agentsite.env import Rate, env_rate, parse_rate
-from agentsite.ratelimit import client_address
+from agentsite.ratelimit import client_address, request_address, scope_address
 from tests import factories
 from tests.support.ws import closed_with, connect
 
@@ -89,6 +89,28 @@ def test_the_client_address_is_the_peer_unless_the_peer_is_a_trusted_proxy(setti
     assert client_address("10.0.0.2", "unknown, 198.51.100.1") == "198.51.100.1"
     assert client_address("10.0.0.2", "198.51.100.1, not-an-address") == "10.0.0.2"  # not our proxies' doing
     assert client_address(None, None) == "unknown"
+
+
+def test_requests_and_sockets_take_the_client_address_by_one_rule(settings: Any) -> None:
+    """Issue 24 item 8: a forged X-Forwarded-For is believed only from AGENTSITE_TRUSTED_PROXIES (default
+    none), for a request and a socket alike; several header lines count as one list, as Django joins them."""
+    from django.test import RequestFactory
+
+    def both(peer: str, *forwarded: str) -> tuple[str, str]:
+        request = RequestFactory().get("/", REMOTE_ADDR=peer)
+        if forwarded:
+            request.META["HTTP_X_FORWARDED_FOR"] = ",".join(forwarded)
+        scope = {"client": (peer, 5555), "headers": [(b"x-forwarded-for", v.encode()) for v in forwarded]}
+        return request_address(request), scope_address(scope)
+
+    settings.AGENTSITE_TRUSTED_PROXIES = []
+    assert both("127.0.0.1", "198.51.100.1") == ("127.0.0.1", "127.0.0.1")  # loopback is no proxy by default
+    settings.AGENTSITE_TRUSTED_PROXIES = [ipaddress.ip_network("127.0.0.1/32")]
+    assert both("127.0.0.1", "198.51.100.1") == ("198.51.100.1", "198.51.100.1")
+    assert both("203.0.113.5", "198.51.100.1") == ("203.0.113.5", "203.0.113.5")  # forged, not via the proxy
+    assert both("127.0.0.1", "198.51.100.1", "198.51.100.2") == ("198.51.100.2", "198.51.100.2")
+    # A dual-stack listener sees IPv4 peers as IPv4-mapped IPv6 addresses: still the trusted proxy.
+    assert both("::ffff:127.0.0.1", "198.51.100.1") == ("198.51.100.1", "198.51.100.1")
 
 
 # --- REST ----------------------------------------------------------------------------------------
