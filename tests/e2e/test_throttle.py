@@ -283,3 +283,23 @@ def test_user_and_address_rates_and_the_lockout_hold_across_two_processes(two_se
     assert statuses == [200] * 22 + [429]
     refused = log_in(a, ADMIN["password"])
     assert refused.status_code == 429 and "Too many login attempts from this address." in refused.text
+
+
+@pytest.mark.scaled
+async def test_a_ticket_made_on_one_process_opens_one_socket_on_any_other_once(two_servers) -> None:
+    """docs/protocol.md §6.6: tickets live in Redis, hashed; the first handshake anywhere uses one up. A
+    Bearer header on the upgrade request passes the proxy-less real server too."""
+    env, (a, b) = two_servers
+    key = env.manage("create_api_key", "--user", "alice", "--create-user").strip()
+    auth = {"Authorization": f"Bearer {key}"}
+    session = httpx.post(f"{a.base_url}/api/v1/chat/sessions", json={}, headers=auth)
+    assert session.is_success, session.text
+    url = f"/api/v1/chat/ws/{session.json()['session_id']}"
+    ticket = httpx.post(f"{a.base_url}/api/v1/auth/ws-ticket", headers=auth).json()["ticket"]
+
+    frame, _ = await first_frame(f"{b.ws_url}{url}?ticket={ticket}")
+    assert frame["type"] == "connected"
+    frame, code = await first_frame(f"{a.ws_url}{url}?ticket={ticket}")
+    assert frame["data"]["code"] == "unauthorized" and code == 4401
+    frame, _ = await first_frame(f"{a.ws_url}{url}", additional_headers=auth)
+    assert frame["type"] == "connected"
