@@ -51,19 +51,22 @@ private_data_dir(
 
 
 def _secret_key() -> str:
+    """SECRET_KEY when it is set; otherwise one generated on first run into the data directory and
+    read from there ever after, in debug and production alike, so that every `manage.py` command works
+    on a fresh clone as the README writes it (docs/deployment.md "The secret key")."""
     configured = env_str("SECRET_KEY")
     if configured:
         return configured
-    if not DEBUG:
-        raise ImproperlyConfigured(
-            "SECRET_KEY is required when DEBUG is false. Set SECRET_KEY to a long random string "
-            "(for example: python -c 'import secrets; print(secrets.token_urlsafe(50))')."
-        )
     key_file = DATA_DIR / "secret_key"
     try:  # created 0600 in one step: never readable by others, not even for a moment
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        return key_file.read_text().strip()
+        kept = key_file.read_text().strip()
+        if not kept:
+            raise ImproperlyConfigured(
+                f"{key_file} is empty: delete it to generate a new secret key, or set SECRET_KEY."
+            ) from None
+        return kept
     with os.fdopen(fd, "w") as handle:
         handle.write(secrets.token_urlsafe(50))
     return key_file.read_text().strip()
@@ -73,7 +76,9 @@ SECRET_KEY = _secret_key()
 # Old keys that still verify signatures, and whose derived key still decrypts stored secrets
 # (agentsite/encryption.py) while no AGENTSITE_SECRETS_KEY is set.
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
+# Unset: this machine's own names, debug or not, so a fresh clone's `manage.py serve` answers on the
+# loopback address it listens on by default; a public deployment names its hosts.
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 AGENTSITE_ALLOWED_ORIGINS = env_list("AGENTSITE_ALLOWED_ORIGINS", [])
 CSRF_TRUSTED_ORIGINS = AGENTSITE_ALLOWED_ORIGINS
 

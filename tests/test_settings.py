@@ -122,15 +122,28 @@ def test_check_deploy_passes_in_a_production_like_environment(tmp_path: Path) ->
     assert "no issues" in result.stdout
 
 
-def test_missing_secret_key_with_debug_off_fails_clearly(tmp_path: Path) -> None:
+def test_without_secret_key_production_generates_one_into_the_data_dir(tmp_path: Path) -> None:
     environ = base_environ(tmp_path)
     del environ["SECRET_KEY"]
 
     result = manage(environ, "check")
 
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    key = tmp_path / "secret_key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    assert len(key.read_text().strip()) >= 50
+
+
+def test_an_empty_secret_key_file_stops_the_start_naming_it(tmp_path: Path) -> None:
+    environ = base_environ(tmp_path)
+    del environ["SECRET_KEY"]
+    (tmp_path / "secret_key").write_text("\n")
+
+    result = manage(environ, "check")
+
     assert result.returncode != 0
-    assert "SECRET_KEY is required when DEBUG is false" in result.stderr
-    assert not (tmp_path / "secret_key").exists()
+    assert f"{tmp_path / 'secret_key'} is empty" in result.stderr
 
 
 def test_development_generates_and_keeps_a_secret_key(tmp_path: Path) -> None:
