@@ -1,5 +1,6 @@
 """Refuse oversized request bodies up front with 413, answer 503 when the database does not answer
-(instead of a 500 page), in the API's error shape under /api/; the Permissions-Policy header."""
+(instead of a 500 page), in the API's error shape under /api/; the Permissions-Policy header; the
+portal's own 404 page for a view's Http404 in development too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.utils.deprecation import MiddlewareMixin
 
 from agentsite.errors import json_error
@@ -78,3 +80,25 @@ class PermissionsPolicyMiddleware(MiddlewareMixin):
         if settings.AGENTSITE_PERMISSIONS_POLICY:
             response.headers.setdefault("Permissions-Policy", settings.AGENTSITE_PERMISSIONS_POLICY)
         return response
+
+
+class OwnNotFoundPageMiddleware:
+    """A view's Http404 (another user's chat, an unknown agent) answers with the portal's own 404 page
+    whatever DEBUG says: with DEBUG on, Django would show its technical
+    page, listing every URL pattern. (An address no pattern matches still gets that page in development.)"""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        return not_found_response(request) if isinstance(exception, Http404) else None
+
+
+def not_found_response(request: HttpRequest) -> HttpResponse:
+    """The one 404 of the site (also handler404, agentsite/views.py): JSON under /api/, else the page."""
+    if request.path.startswith("/api/"):
+        return json_error(404, "not_found", "Not found.")
+    return render(request, "404.html", status=404)

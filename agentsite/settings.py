@@ -128,6 +128,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     # In place of axes.middleware.AxesMiddleware (agentsite/lockout.py says why; check axes.W002 silenced).
     "agentsite.lockout.LoginLockoutMiddleware",
+    # A page's 404 is the portal's own page, in development too (not Django's list of URL patterns).
+    "agentsite.middleware.OwnNotFoundPageMiddleware",
 ]
 
 ROOT_URLCONF = "agentsite.urls"
@@ -443,9 +445,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A 4xx is one line, never a traceback (agentsite/logfilters.py): on the logger where Django writes
+    # it, and on our handler for the django.security.* loggers.
+    "filters": {"client_errors": {"()": "agentsite.logfilters.ClientErrorsWithoutTraceback"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["client_errors"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
     "loggers": {
+        "django.request": {"filters": ["client_errors"]},
         "daphne": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},
         "axes": {"level": "WARNING"},  # failed logins and lockouts; not every successful one

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_http_methods
 
 from agentsite.errors import json_error
 from agentsite.lockout import RATE_LIMITED, lockout_response, login_rate_wait
+from agentsite.middleware import not_found_response
 from agentsite.services import setup_needed, user_create_first_admin
 
 
@@ -79,9 +80,7 @@ class LogoutView(auth_views.LogoutView):
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if request.path.startswith("/api/"):
-        return json_error(404, "not_found", "Not found.")
-    return render(request, "404.html", status=404)
+    return not_found_response(request)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

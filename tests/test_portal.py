@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 import pytest
@@ -172,3 +174,56 @@ def test_cron_preview_reports_a_bad_expression(alice: Any) -> None:
 
     assert data["ok"] is False
     assert data["error"]
+
+
+# --- refusals in the log and the 404 page (issue 31 item 6) -----------------------------------------
+
+
+def test_a_refused_page_or_request_is_one_line_in_the_log_never_a_traceback(
+    alice: Any, client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    _, secret = api_key_create(user=alice, name="k")
+    with caplog.at_level(logging.INFO):
+        assert logged_in(alice).get("/settings/agents").status_code == 403  # PermissionDenied in a page
+        assert logged_in(alice).get("/settings/agents/nope").status_code in (403, 404)
+        assert logged_in(alice).get("/chat/no-such-session").status_code == 404
+        keys = client.post("/api/v1/auth/keys", {"name": "x"}, HTTP_AUTHORIZATION=f"Bearer {secret}")
+        assert keys.status_code == 403  # a key cannot create keys
+        assert client.get("/api/v1/chat/sessions").status_code == 401
+
+    refusals = [r for r in caplog.records if r.name.startswith("django.")]
+    assert len(refusals) == 5, [r.getMessage() for r in refusals]
+    assert all(r.exc_info is None and "\n" not in r.getMessage() for r in refusals)
+    assert "Traceback" not in caplog.text
+    assert "Forbidden (Permission denied): /settings/agents" in caplog.text
+
+
+def test_a_server_error_keeps_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    record = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "boom", (), None)
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        record.exc_info = sys.exc_info()
+    record.status_code = 500
+    logging.getLogger("django.request").handle(record)
+    assert record.exc_info is not None
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_another_users_chat_shows_the_portals_404_page_in_development_too(
+    alice: Any, bob: Any, settings: Any, debug: bool
+) -> None:
+    settings.DEBUG = debug
+    session = factories.session(alice)
+
+    for path in (f"/chat/{session.id}", "/settings/agents/nope", "/chat/new?agent=ghost"):
+        client = logged_in(bob)
+        if path.startswith("/settings"):
+            bob.is_staff = True
+            bob.save(update_fields=["is_staff"])
+        response = client.get(path)
+        assert response.status_code == 404
+        assert [t.name for t in response.templates][:1] == ["404.html"], path
+        content = response.content.decode()
+        assert "There is nothing here." in content
+        assert "URLconf" not in content and "urlpatterns" not in content
