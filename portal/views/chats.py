@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET
 from agents.models import Agent
 from agents.services import model_choice_for, models_allowed
 from chat.exceptions import ChatError
+from chat.inputs import MAX_CONTENT_CHARS
 from chat.models import Session
 from chat.services import session_get_for_user, session_list_for_user
 from portal.access import AuthenticatedHttpRequest
@@ -55,6 +56,10 @@ def _chat_context(
         "sessions": _sidebar(request),
         "approval_modes": APPROVAL_MODES,
         "max_upload": settings.AGENTSITE_MAX_UPLOAD_BYTES,
+        # What a message may hold, checked by the composer before it sends (docs/protocol.md §3.2 and
+        # the frame limit AGENTSITE_WS_MAX_FRAME_BYTES): a longer text stays in the composer.
+        "max_content": MAX_CONTENT_CHARS,
+        "max_frame": settings.AGENTSITE_WS_MAX_FRAME_BYTES,
         "nav": "chats",
         **_models(agent_name),
     }
