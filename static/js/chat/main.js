@@ -12,10 +12,9 @@
 //
 // A draft chat ("New chat", no session yet) creates its session with its first message.
 //
-// Nothing typed is lost: a message over the server's limits (data-max-content, data-max-frame) is never
-// sent and stays in the composer; what is typed is kept in localStorage per chat until it is sent (a
-// reload or a sign-in brings it back); a message the server could not take (signed out, a frame over its
-// limit: close 1009) returns to the composer. Reconnects back off and never resend an oversized frame.
+// Nothing typed is lost (composer.js holds the text): a message over the server's limits is never sent;
+// a message the server could not take (signed out, refused, a frame over its limit: close 1009) returns
+// to the composer. Reconnects back off and never resend an oversized frame.
 (function () {
   "use strict";
   const A = window.agentsiteChat;
@@ -33,12 +32,6 @@
   const approvalSelect = $("approval-select");
   const api = () => "/api/v1/chat/sessions/" + encodeURIComponent(sessionId);
   const startKey = () => "agentsite:run-start:" + sessionId;
-  const draftKey = () => "agentsite:draft:" + (sessionId || "new:" + root.dataset.agent);
-  // docs/protocol.md §3.2 (content) and AGENTSITE_WS_MAX_FRAME_BYTES (a larger frame: close 1009).
-  const limits = {
-    get content() { return Number(root.dataset.maxContent) || 100000; },
-    get frame() { return Number(root.dataset.maxFrame) || 1048576; },
-  };
 
   let socket = null;
   let retry = 0;
@@ -115,6 +108,14 @@
     pendingFrame: (id) => outbox.some((f) => f.message_id === id),
   });
   const running = () => queue.state.running;
+
+  const composer = A.createComposer({
+    root: root,
+    input: input,
+    sessionId: () => sessionId,
+    closed: () => closed,
+    frame: (text) => choices({ type: "message", content: text, message_id: "x".repeat(32), steer: true }),
+  });
 
   const files = A.createFiles({ sessionId: () => sessionId, layout: $("chat-layout"), toggle: $("files-toggle") });
 
@@ -268,7 +269,7 @@
   function draw(ev, live) {
     switch (ev.type) {
       case "message_status": {
-        if (unacked.delete(ev.message_id)) saveDraft(); // stored: the browser's copy may go
+        if (unacked.delete(ev.message_id)) composer.save(); // stored: the browser's copy may go
         if (live) queue.status(ev);
         if (ev.status === "started") {
           try { localStorage.setItem(startKey(), String(ev.seq - 1)); } catch (e) { /* storage off */ }
@@ -348,7 +349,7 @@
   }
 
   function handleError(data) {
-    if (data.code === "duplicate_message_id" && unacked.delete(data.message_id)) return saveDraft(); // stored before: fine
+    if (data.code === "duplicate_message_id" && unacked.delete(data.message_id)) return composer.save(); // stored before: fine
     if (data.code === "unavailable" || data.code === "owner_unavailable") {
       // For now only (a restart, an outage): a refused message goes again with its id; a socket that
       // cannot go on is closed next and reconnects.
@@ -373,7 +374,7 @@
       queue.refused(data.message_id);
       const frame = unacked.get(data.message_id);
       unacked.delete(data.message_id);
-      if (frame) restore(frame.content); // refused, not stored: the text goes back to the composer
+      if (frame) composer.restore(frame.content); // refused, not stored: the text goes back to the composer
     }
     notice(data.message || data.code || "error");
   }
@@ -413,29 +414,26 @@
     };
   }
 
-  function frameBytes(frame) {
-    return new TextEncoder().encode(JSON.stringify(frame)).length;
-  }
-
   // Close 1009: a frame was over the server's limit. The message that was (over the limit this page
   // knows, or else the largest one in flight: the limit that closed may be a proxy's) never goes again:
   // its text returns to the composer, and the socket reconnects (backing off). A 1009 that no frame of
   // ours explains, twice in a row, stops reconnecting and says so.
   function frameTooLarge() {
     const messages = [...new Set([...unacked.values(), ...outbox])].filter((f) => f.type === "message");
-    let over = messages.filter((f) => frameBytes(f) > limits.frame);
-    if (!over.length && messages.length) over = [messages.reduce((a, b) => (frameBytes(a) >= frameBytes(b) ? a : b))];
+    const bytes = (f) => composer.frameBytes(f);
+    let over = messages.filter((f) => bytes(f) > composer.limits.frame);
+    if (!over.length && messages.length) over = [messages.reduce((a, b) => (bytes(a) >= bytes(b) ? a : b))];
     for (const frame of over) {
       const at = outbox.indexOf(frame);
       if (at >= 0) outbox.splice(at, 1);
       unacked.delete(frame.message_id);
       queue.refused(frame.message_id);
-      restore(frame.content);
+      composer.restore(frame.content);
     }
     const n = (x) => x.toLocaleString("en");
     if (over.length) {
       oversizedCloses = 0;
-      notice("The message was not sent: at " + n(frameBytes(over[0])) + " bytes it is over what the server takes at once (" + n(limits.frame) + " bytes). It is back in the composer.");
+      notice("The message was not sent: at " + n(bytes(over[0])) + " bytes it is over what the server takes at once (" + n(composer.limits.frame) + " bytes). It is back in the composer.");
       return true;
     }
     oversizedCloses += 1;
@@ -448,28 +446,6 @@
     return false;
   }
 
-  // What the server would refuse for its size is said here and never sent (docs/protocol.md §3.2).
-  function sizeProblem(text) {
-    const pairs = text.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g);
-    const chars = text.length - (pairs ? pairs.length : 0);
-    const n = (x) => x.toLocaleString("en");
-    if (chars > limits.content) {
-      return "This message is " + n(chars) + " characters; a message may hold at most " + n(limits.content) + ". It was not sent and is still in the composer: shorten it or split it.";
-    }
-    const bytes = frameBytes(choices({ type: "message", content: text, message_id: "x".repeat(32), steer: true }));
-    if (bytes > limits.frame) {
-      return "This message takes " + n(bytes) + " bytes to send; the server takes at most " + n(limits.frame) + ". It was not sent and is still in the composer: shorten it or split it.";
-    }
-    return null;
-  }
-
-  // A text that did not reach the server goes back into the composer (before what is typed there now).
-  function restore(text) {
-    if (!text || input.value.includes(text)) return;
-    input.value = input.value.trim() ? text + "\n\n" + input.value : text;
-    saveDraft();
-  }
-
   // The browser session ended: keep every message that did not reach the server, and offer to sign in
   // (back to this chat afterwards).
   function signOut(message) {
@@ -478,7 +454,7 @@
     for (const frame of new Set([...outbox, ...unacked.values()])) {
       if (frame.type !== "message") continue;
       queue.refused(frame.message_id);
-      restore(frame.content);
+      composer.restore(frame.content);
     }
     outbox.length = 0;
     unacked.clear();
@@ -491,19 +467,8 @@
       link.id = "sign-in";
       conn.after(link);
     }
-    link.href = signInUrl();
+    link.href = composer.signInUrl();
     notice((message || "You are signed out.") + " What you typed stays in the composer (and in this browser) until it is sent: sign in again to send it.");
-  }
-
-  function signInUrl() {
-    return (root.dataset.loginUrl || "/login/") + "?next=" + encodeURIComponent(location.pathname + location.search);
-  }
-
-  function saveDraft() {
-    try {
-      if (input.value.trim()) localStorage.setItem(draftKey(), input.value);
-      else localStorage.removeItem(draftKey());
-    } catch (e) { /* storage off or full: the composer still holds it */ }
   }
 
   function send(frame) {
@@ -552,13 +517,7 @@
       else notice("Could not start the chat: " + (error.message || r.status));
       return false;
     }
-    let carried = null; // the new chat's draft becomes the chat's, until its first message is stored
-    try {
-      carried = localStorage.getItem(draftKey());
-      localStorage.removeItem(draftKey());
-    } catch (e) { /* storage off */ }
-    sessionId = r.data.session_id;
-    try { if (carried) localStorage.setItem(draftKey(), carried); } catch (e) { /* storage off */ }
+    composer.carry(() => { sessionId = r.data.session_id; });
     root.dataset.sessionId = sessionId;
     root.dataset.status = "open";
     history.replaceState(null, "", "/chat/" + encodeURIComponent(sessionId));
@@ -577,9 +536,9 @@
 
   async function queueMessage(text, id) {
     if (!text.trim() || closed) return;
-    const problem = sizeProblem(text);
+    const problem = composer.sizeProblem(text);
     if (problem) return notice(problem);
-    if (signedOut) return restore(text);
+    if (signedOut) return composer.restore(text);
     id = id || newId();
     contents.set(id, text);
     const frame = choices({ type: "message", content: text, message_id: id });
@@ -589,7 +548,7 @@
     if (q.running || q.pending.length) queue.sending(id, text);
     if (!(await ensureSession())) {
       queue.refused(id);
-      return restore(text);
+      return composer.restore(text);
     }
     send(frame);
   }
@@ -597,33 +556,13 @@
   function submit() {
     const text = input.value;
     if (!text.trim() || closed) return;
-    const problem = sizeProblem(text);
-    if (problem || signedOut) {
-      window.clearTimeout(draftTimer);
-      saveDraft();
-      input.setAttribute("aria-invalid", "true");
-      input.focus();
-      notice(problem || "You are signed out: sign in again to send this. It stays in the composer (and in this browser) until it is sent.");
-      return;
-    }
-    window.clearTimeout(draftTimer);
-    saveDraft(); // this copy stays in the browser until the server has the message (message_status)
+    const problem = composer.sizeProblem(text) || (signedOut && "You are signed out: sign in again to send this. It stays in the composer (and in this browser) until it is sent.");
+    if (problem) return composer.refuse(problem, notice);
+    composer.save(); // this copy stays in the browser until the server has the message (message_status)
     input.value = "";
     input.focus();
     queueMessage(text);
   }
-
-  let draftTimer = null;
-  input.addEventListener("input", () => {
-    input.removeAttribute("aria-invalid");
-    window.clearTimeout(draftTimer);
-    draftTimer = window.setTimeout(saveDraft, 300);
-  });
-  window.addEventListener("pagehide", saveDraft); // a link followed before the timer fires
-  try {
-    const kept = localStorage.getItem(draftKey());
-    if (kept && !input.value && !closed) input.value = kept;
-  } catch (e) { /* storage off */ }
 
   $("composer").addEventListener("submit", (e) => { e.preventDefault(); submit(); });
   input.addEventListener("keydown", (e) => {
