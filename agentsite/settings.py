@@ -51,9 +51,7 @@ private_data_dir(
 
 
 def _secret_key() -> str:
-    """SECRET_KEY when it is set; otherwise one generated on first run into the data directory and
-    read from there ever after, in debug and production alike, so that every `manage.py` command works
-    on a fresh clone as the README writes it (docs/deployment.md "The secret key")."""
+    """SECRET_KEY, or one generated into the data directory on first run (docs/deployment.md)."""
     configured = env_str("SECRET_KEY")
     if configured:
         return configured
@@ -76,8 +74,7 @@ SECRET_KEY = _secret_key()
 # Old keys that still verify signatures, and whose derived key still decrypts stored secrets
 # (agentsite/encryption.py) while no AGENTSITE_SECRETS_KEY is set.
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
-# Unset: this machine's own names, debug or not, so a fresh clone's `manage.py serve` answers on the
-# loopback address it listens on by default; a public deployment names its hosts.
+# Unset: the loopback names serve listens on by default (debug or not); a public deployment names its own.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 AGENTSITE_ALLOWED_ORIGINS = env_list("AGENTSITE_ALLOWED_ORIGINS", [])
 CSRF_TRUSTED_ORIGINS = AGENTSITE_ALLOWED_ORIGINS
@@ -445,8 +442,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    # A 4xx is one line, never a traceback (agentsite/logfilters.py): on the logger where Django writes
-    # it, and on our handler for the django.security.* loggers.
+    # A 4xx is one line, never a traceback (agentsite/logfilters.py; django.security.*: on the handler).
     "filters": {"client_errors": {"()": "agentsite.logfilters.ClientErrorsWithoutTraceback"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["client_errors"]}
