@@ -78,26 +78,36 @@ def test_a_frame_over_the_servers_limit_comes_back_to_the_composer_without_a_rec
     expect(page.locator("#transcript li.user")).to_have_count(1)
 
 
-def test_a_message_typed_after_the_session_ended_survives_the_sign_in_that_returns_to_the_chat(
-    browser: Any, portal_server: Any, admin_state: Any
-) -> None:
-    """A login of its own (the other tests' is shared), ended by a logout in another tab."""
-    ctx = browser.new_context(base_url=portal_server.base_url, viewport={"width": 1280, "height": 860})
+def own_login(browser: Any, server: Any) -> tuple[Any, Any]:
+    ctx = browser.new_context(base_url=server.base_url, viewport={"width": 1280, "height": 860})
     ctx.set_default_timeout(10_000)
     page = ctx.new_page()
     page.goto("/login/")
     page.get_by_label("Username").fill(ADMIN["username"])
     page.get_by_label("Password").fill(ADMIN["password"])
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(portal_server.base_url + "/")
-    open_chat(page)
-    chat_path = page.url.removeprefix(portal_server.base_url)
+    page.wait_for_url(server.base_url + "/")
+    return ctx, page
 
-    other = ctx.new_page()  # the session ends elsewhere (another tab logs out; expiry looks the same)
+
+def end_session(ctx: Any) -> None:
+    """The session ends elsewhere (another tab logs out; an expiry looks the same to the page)."""
+    other = ctx.new_page()
     other.goto("/")
     other.get_by_role("button", name="Log out").click()
     other.wait_for_url(re.compile(r"/login/$"))
     other.close()
+
+
+def test_a_message_typed_after_the_session_ended_survives_the_sign_in_that_returns_to_the_chat(
+    browser: Any, portal_server: Any, admin_state: Any
+) -> None:
+    """A login of its own (the other tests' is shared), ended by a logout in another tab."""
+    ctx, page = own_login(browser, portal_server)
+    open_chat(page)
+    chat_path = page.url.removeprefix(portal_server.base_url)
+
+    end_session(ctx)
 
     expect(page.locator("#conn")).to_have_text("signed out")
     sign_in = page.get_by_role("link", name="Sign in again")
@@ -126,4 +136,28 @@ def test_a_message_typed_after_the_session_ended_survives_the_sign_in_that_retur
     expect(page.get_by_label("Message to the agent")).to_have_value("")  # sent: the browser's copy is gone
     drafts = page.evaluate("() => Object.keys(localStorage).filter((k) => k.startsWith('agentsite:draft:'))")
     assert drafts == []
+    ctx.close()
+
+
+def test_a_new_chats_first_message_after_the_session_ended_stays_with_a_sign_in_link(
+    browser: Any, portal_server: Any, admin_state: Any
+) -> None:
+    ctx, page = own_login(browser, portal_server)
+    new_chat(page)
+    end_session(ctx)
+    typed = "the first message of a chat, typed too late"
+
+    page.get_by_label("Message to the agent").fill(typed)
+    page.get_by_label("Message to the agent").press("Enter")
+
+    expect(page.locator("#conn")).to_have_text("signed out")
+    sign_in = page.get_by_role("link", name="Sign in again")
+    expect(sign_in).to_have_attribute("href", "/login/?next=%2Fchat%2Fnew")
+    expect(page.get_by_label("Message to the agent")).to_have_value(typed)
+    page.reload()  # the login page now; the text waits in this browser for the new chat page
+    page.get_by_label("Username").fill(ADMIN["username"])
+    page.get_by_label("Password").fill(ADMIN["password"])
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(re.compile(r"/chat/new$"))
+    expect(page.get_by_label("Message to the agent")).to_have_value(typed)
     ctx.close()
