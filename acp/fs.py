@@ -8,13 +8,14 @@ the runner sees, never a read or write.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from acp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from acp.policy import confine_path
 from acp.schema import ReadTextFileResponse, WriteTextFileResponse
 from agents.tools.base import ToolError
-from agents.tools.workspace import open_inside, write_inside
+from agents.tools.workspace import PathMissing, open_file, write_file
 
 NOT_FOUND = -32002  # ACP's "resource not found"
 
@@ -32,7 +33,7 @@ async def read_text_file(
     target = _confined(workspace, path, visible)
     try:
         text = await asyncio.to_thread(_read_text, workspace, target)
-    except FileNotFoundError:
+    except (FileNotFoundError, PathMissing):
         raise JsonRpcError(NOT_FOUND, f"The file '{path}' does not exist.", {"path": path}) from None
     except (OSError, UnicodeDecodeError, ToolError) as exc:
         message = f"The file '{path}' cannot be read as text: {exc}"
@@ -71,9 +72,16 @@ def _slice_lines(text: str, line: int | None, limit: int | None) -> str:
 
 
 def _read_text(workspace: Path, target: Path) -> str:
-    with open(open_inside(workspace, target), encoding="utf-8") as handle:
+    """Read by a walk from the workspace's handle (agents/tools/workspace.py), never by the checked path."""
+    fd, _ = open_file(workspace, _inside(workspace, target))
+    with open(fd, encoding="utf-8") as handle:
         return handle.read()
 
 
 def _write_text(workspace: Path, target: Path, content: str) -> None:
-    write_inside(workspace, target, content.encode("utf-8"))
+    write_file(workspace, _inside(workspace, target), content.encode("utf-8"))
+
+
+def _inside(workspace: Path, target: Path) -> str:
+    """The checked path as a path from the workspace's root, for the walk."""
+    return target.relative_to(os.path.realpath(workspace)).as_posix()

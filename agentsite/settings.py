@@ -300,6 +300,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MAX_BODY_BYTES
 AGENTSITE_MAX_UPLOAD_BYTES = env_int("AGENTSITE_MAX_UPLOAD_BYTES", 25 * 1024 * 1024, minimum=1024)
 # A WebSocket ticket (POST /api/v1/auth/ws-ticket, agentsite/tickets.py) opens one socket within this time.
 AGENTSITE_WS_TICKET_SECONDS = env_int("AGENTSITE_WS_TICKET_SECONDS", 60, minimum=1)
+# Disk quotas (docs/protocol.md §6.6, agents/tools/quota.py): one workspace, and all of a user's workspaces
+# together (MB on disk; 0 means no limit).
+AGENTSITE_WORKSPACE_QUOTA_MB = env_int("AGENTSITE_WORKSPACE_QUOTA_MB", 1024, minimum=0)
+AGENTSITE_USER_DISK_QUOTA_MB = env_int("AGENTSITE_USER_DISK_QUOTA_MB", 5120, minimum=0)
 AGENTSITE_WS_MAX_FRAME_BYTES = env_int("AGENTSITE_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
 # HTTP requests whose middleware and view run at once (each in a thread of its own); the others wait.
 AGENTSITE_REQUEST_THREADS = env_int("AGENTSITE_REQUEST_THREADS", 32, minimum=1)

@@ -1,8 +1,9 @@
 """The files of a session's workspace over REST (docs/protocol.md extensions "Workspace files").
 
 The agent's tools write into the workspace; these endpoints let its owner see, download, upload and
-delete what is there. Every path goes through the same confinement as the file tools
-(agents/tools/workspace.py): no absolute paths, no `..` out, no symlink that leads outside. Another
+delete what is there. Every path is walked from the workspace's open handle like the file tools' paths
+(agents/tools/workspace.py): no absolute paths, no `..` out, no symlink followed out, also when a command
+swaps a folder for one meanwhile. Uploads count against the disk quotas (agents/tools/quota.py). Another
 user's session answers 404 exactly like a missing one (chat/services.py `session_get_for_user`).
 
 A file is served with its type and `X-Content-Type-Options: nosniff` under a sandboxing
@@ -20,9 +21,8 @@ import os
 import posixpath
 import re
 import shutil
-import stat
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,21 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.sandbox.site import workspace_dir
-from agents.tools.base import ToolError
-from agents.tools.workspace import open_folder, open_inside, resolve_in_workspace
+from agents.tools.quota import DiskQuota, QuotaExceeded, exceeded
+from agents.tools.workspace import (
+    Entry,
+    IsAFolder,
+    NotAFile,
+    NotAFolder,
+    PathMissing,
+    PathOutside,
+    WorkspaceDir,
+    list_folder,
+    open_file,
+    parent_folder,
+)
+from agentsite.audit.actions import QUOTA_EXCEEDED
+from agentsite.audit.services import audit_record
 from agentsite.errors import ApiError
 from agentsite.fields import query_flag, query_int
 from agentsite.isotime import iso
@@ -44,6 +57,7 @@ from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import errors, flag_parameter
 from chat.files_preview import preview
 from chat.models import Session
+from chat.quota import workspace_quota
 from chat.serializers import (
     FileDeletedSerializer,
     FileEntrySerializer,
@@ -77,56 +91,35 @@ def _not_found(shown: str) -> ApiError:
 
 def _relative(raw: str) -> str:
     """The path as the client meant it, normalised; "." is the workspace itself."""
-    if "\x00" in raw:
-        raise _invalid("The path contains a NUL character.")
-    if raw.startswith(("/", "~")):
-        raise _invalid(f"The path '{raw}' is outside the workspace: use a path relative to it.")
     return posixpath.normpath(raw or ".")
 
 
-def _resolve(workspace: Path, raw: str) -> Path:
-    """Follow symlinks, but only to places inside the workspace (400 otherwise)."""
+@contextlib.contextmanager
+def _refusals(
+    shown: str, *, missing: type[Exception] | tuple[type[Exception], ...] = PathMissing
+) -> Iterator[None]:
+    """The walk's refusals as REST errors: 400 out of the workspace, 404 nothing there, 409 anything the
+    file system refused otherwise (never a 500)."""
     try:
-        return resolve_in_workspace(workspace, _relative(raw))
-    except ToolError as exc:
+        yield
+    except PathOutside as exc:
         raise _invalid(str(exc)) from None
+    except missing:
+        raise _not_found(shown) from None
+    except (NotAFolder, NotAFile) as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    except OSError as exc:
+        raise ApiError(409, "conflict", f"'{shown}' cannot be used now: {exc.strerror or exc}.") from None
 
 
-def _entry_location(workspace: Path, raw: str) -> Path:
-    """The entry itself (a symlink stays a symlink): its folder resolved inside, its name as given."""
-    relative = _relative(raw)
-    if relative == ".":
-        raise _invalid("The workspace itself cannot be replaced or deleted.")
-    parent, name = posixpath.split(relative)
-    return _resolve(workspace, parent or ".") / name
-
-
-def _describe(workspace: Path, entry: Path, info: os.stat_result) -> dict[str, Any]:
-    kind = "other"
-    if stat.S_ISLNK(info.st_mode):
-        kind = "symlink"
-    elif stat.S_ISDIR(info.st_mode):
-        kind = "directory"
-    elif stat.S_ISREG(info.st_mode):
-        kind = "file"
-    root = Path(os.path.realpath(workspace))
+def _describe(folder: str, entry: Entry) -> dict[str, Any]:
     return {
         "name": entry.name,
-        "path": entry.relative_to(root).as_posix(),
-        "type": kind,
-        "size": info.st_size if kind == "file" else None,
-        "modified_at": iso(dt.datetime.fromtimestamp(info.st_mtime, dt.UTC)),
+        "path": entry.name if folder == "." else f"{folder}/{entry.name}",
+        "type": entry.kind,
+        "size": entry.size,
+        "modified_at": iso(dt.datetime.fromtimestamp(entry.mtime, dt.UTC)),
     }
-
-
-def _listing(workspace: Path, folder: Path) -> list[dict[str, Any]]:
-    entries = []
-    with os.scandir(folder) as found:
-        for item in found:
-            path = Path(item.path)
-            entries.append(_describe(workspace, path, item.stat(follow_symlinks=False)))
-    entries.sort(key=lambda e: (e["type"] != "directory", e["name"].lower(), e["name"]))
-    return entries
 
 
 def _page_params(request: Request) -> tuple[int, int]:
@@ -168,16 +161,15 @@ class FileListApi(APIView):
     def get(self, request: Request, session_id: str) -> Response:
         _, workspace = _workspace(request, session_id)
         raw = request.query_params.get("path", ".")
-        folder = _resolve(workspace, raw)
-        if not folder.exists():
-            raise _not_found(raw)
-        if not folder.is_dir():
-            raise ApiError(400, "not_a_directory", f"'{raw}' is a file, not a folder.")
         limit, start = _page_params(request)
-        entries = _listing(workspace, folder)
-        page = entries[start : start + limit]
+        with _refusals(raw):
+            try:
+                shown, entries = list_folder(workspace, raw)
+            except NotAFolder:
+                raise ApiError(400, "not_a_directory", f"'{raw}' is not a folder.") from None
+        entries.sort(key=lambda e: (e.kind != "directory", e.name.lower(), e.name))
+        page = [_describe(shown, entry) for entry in entries[start : start + limit]]
         more = start + limit < len(entries)
-        shown = folder.relative_to(Path(os.path.realpath(workspace))).as_posix()
         return Response({"path": shown, "results": page, "next": str(start + limit) if more else None})
 
 
@@ -203,18 +195,22 @@ class FileApi(APIView):
     )
     def get(self, request: Request, session_id: str, path: str) -> HttpResponseBase:
         _, workspace = _workspace(request, session_id)
-        target = _resolve(workspace, path)
-        if not target.exists():
-            raise _not_found(path)
-        if target.is_dir():
-            raise ApiError(400, "not_a_file", f"'{path}' is a folder; list it with GET …/files?path=.")
         as_preview = query_flag(request.query_params.get("preview"), "preview")
         download = query_flag(request.query_params.get("download"), "download")
-        fd = _open_inside(workspace, target, path)
+        with _refusals(path, missing=(PathMissing, NotAFolder)):
+            try:
+                fd, shown = open_file(workspace, path)
+            except IsAFolder:
+                raise ApiError(
+                    400, "not_a_file", f"'{path}' is a folder; list it with GET …/files?path=."
+                ) from None
+            except NotAFile:
+                raise ApiError(400, "not_a_file", f"'{path}' is not a regular file.") from None
+        name = posixpath.basename(shown)
         if as_preview:
             with os.fdopen(fd, "rb") as handle:
-                return Response(preview(handle, name=target.name, path=_relative(path)))
-        return _stream(fd, target.name, download=download)
+                return Response(preview(handle, name=name, path=shown))
+        return _stream(fd, name, download=download)
 
     @extend_schema(
         operation_id="chat_session_file_put",
@@ -236,19 +232,24 @@ class FileApi(APIView):
     )
     def put(self, request: Request, session_id: str, path: str) -> Response:
         """The body is the file's bytes, as they are (any Content-Type); missing folders are created."""
-        _, workspace = _workspace(request, session_id, write=True)
-        entry = _entry_location(workspace, path)
-        if entry.is_dir() and not entry.is_symlink():
-            raise ApiError(409, "is_a_directory", f"'{path}' is a folder.")
-        try:
-            with open_folder(workspace, entry.parent, create=True) as folder:
-                existed = _lexists(entry.name, folder)
-                _receive(request, workspace, folder, entry.name)
-                info = os.stat(entry.name, dir_fd=folder, follow_symlinks=False)
-        except (OSError, ToolError) as exc:
-            message = f"Could not write '{path}': {getattr(exc, 'strerror', None) or exc}."
-            raise ApiError(409, "conflict", message) from None
-        return Response(_describe(workspace, entry, info), status=200 if existed else 201)
+        session, workspace = _workspace(request, session_id, write=True)
+        quota = workspace_quota(user_id=session.user_id, session_id=session.id, workspace=workspace)
+        with _refusals(path), parent_folder(workspace, path, create=True) as (folder, name):
+            if name == "..":
+                raise _invalid(f"The path '{path}' is not a file name.")
+            before = folder.lstat(name)
+            if before is not None and _is_folder(before):
+                raise ApiError(409, "is_a_directory", f"'{path}' is a folder.")
+            freed = before.st_blocks * 512 if before is not None and before.st_nlink == 1 else 0
+            try:
+                info = _receive(request, folder, name, quota, freed)
+            except QuotaExceeded as exc:
+                _audit_refusal(session, path, exc)
+                raise ApiError(413, "quota_exceeded", str(exc)) from None
+            quota.wrote(info.st_blocks * 512 - freed)
+            entry = Entry(name, "file", info.st_size, info.st_mtime, info)
+            shown = folder.shown()
+        return Response(_describe(shown, entry), status=200 if before is not None else 201)
 
     @extend_schema(
         operation_id="chat_session_file_delete",
@@ -262,35 +263,31 @@ class FileApi(APIView):
     def delete(self, request: Request, session_id: str, path: str) -> Response:
         """A file or symlink (never what it points at), or a folder with everything in it."""
         _, workspace = _workspace(request, session_id, write=True)
-        entry = _entry_location(workspace, path)
-        try:
-            with open_folder(workspace, entry.parent) as folder:
-                info = os.stat(entry.name, dir_fd=folder, follow_symlinks=False)
-                if stat.S_ISDIR(info.st_mode):
-                    shutil.rmtree(entry.name, dir_fd=folder)
+        with _refusals(path, missing=(PathMissing, NotAFolder)):
+            with parent_folder(workspace, path) as (folder, name):
+                info = folder.lstat(name)
+                if info is None or name == "..":
+                    raise _not_found(path)
+                if _is_folder(info):
+                    shutil.rmtree(name, dir_fd=folder.fd)  # descriptor-relative: no link is followed
                 else:
-                    os.unlink(entry.name, dir_fd=folder)
-        except (OSError, ToolError):
-            raise _not_found(path) from None
+                    os.unlink(name, dir_fd=folder.fd)
+        DiskQuota(workspace=workspace, workspace_limit=None, user_limit=None).changed()
         return Response({"path": _relative(path), "deleted": True})
 
 
-def _open_inside(workspace: Path, target: Path, shown: str) -> int:
-    """Open without following a symlink swapped in since the check (agents/tools/workspace.py)."""
-    try:
-        return open_inside(workspace, target)
-    except OSError:
-        raise _not_found(shown) from None
-    except ToolError:
-        raise _invalid(f"'{shown}' is not a file inside the workspace.") from None
+def _is_folder(info: os.stat_result) -> bool:
+    return (info.st_mode & 0o170000) == 0o040000
 
 
-def _lexists(name: str, folder: int) -> bool:
-    try:
-        os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
+def _audit_refusal(session: Session, path: str, error: QuotaExceeded) -> None:
+    audit_record(
+        QUOTA_EXCEEDED,
+        object_type="session",
+        object_id=session.id,
+        summary=f"upload of '{path}' refused: {error}"[:500],
+        details={**error.details(), "what": "upload", "path": path, "session_id": session.id},
+    )
 
 
 def _stream(fd: int, name: str, *, download: bool) -> StreamingHttpResponse:
@@ -319,13 +316,18 @@ async def _chunks(fd: int) -> AsyncIterator[bytes]:
         handle.close()
 
 
-def _receive(request: Request, workspace: Path, folder: int, name: str) -> None:
-    """Stream the body into a new file beside the target in the open `folder`, then put it in place
-    (a symlink there is replaced, never written through)."""
+def _receive(
+    request: Request, folder: WorkspaceDir, name: str, quota: DiskQuota, freed: int
+) -> os.stat_result:
+    """Stream the body into a new file beside the target in the open `folder`, then put it in place (a
+    symlink there is replaced, never written through). 413 `too_large` past AGENTSITE_MAX_UPLOAD_BYTES,
+    QuotaExceeded past the room the quotas leave (the replaced file's bytes count as free)."""
     limit = settings.AGENTSITE_MAX_UPLOAD_BYTES
+    room = quota.room()
+    quota.check(1, freeing=freed)  # already full: refused before a byte is read
     temporary = f".upload-{uuid.uuid4().hex}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    fd = os.open(temporary, flags, 0o644, dir_fd=folder)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o644, dir_fd=folder.fd)
     written = 0
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -333,12 +335,16 @@ def _receive(request: Request, workspace: Path, folder: int, name: str) -> None:
                 written += len(chunk)
                 if written > limit:
                     raise ApiError(413, "too_large", f"The file is larger than the limit of {limit} bytes.")
+                if room is not None and written > room + freed:
+                    quota.check(written, freeing=freed)  # raises: past the room the quotas left
+                    raise exceeded("workspace", written, room + freed)  # (freed meanwhile: still refused)
                 handle.write(chunk)
-            if os.geteuid() == 0:
-                owner = os.stat(workspace)
-                os.fchown(handle.fileno(), owner.st_uid, owner.st_gid)
-        os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+            handle.flush()
+            folder.give(temporary)
+            info = os.fstat(handle.fileno())
+        os.replace(temporary, name, src_dir_fd=folder.fd, dst_dir_fd=folder.fd)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary, dir_fd=folder)
+            os.unlink(temporary, dir_fd=folder.fd)
         raise
+    return info

@@ -23,7 +23,7 @@ import mcp_types as types
 
 from agents.sandbox.process import OutputBuffer
 from agents.tools.base import ToolError
-from agents.tools.workspace import display_path, give_to_workspace_owner, make_folders, resolve_in_workspace
+from agents.tools.workspace import WorkspaceDir
 
 FILES_FOLDER = "mcp-files"
 MAX_FILE_BYTES = 20 * 1024 * 1024
@@ -93,13 +93,17 @@ async def _saved(data: str, mime_type: str, kind: str, *, server: str, tool: str
 
 
 def _write(workspace: Path, relative: str, data: bytes) -> str:
-    target = resolve_in_workspace(workspace, relative)
-    make_folders(workspace, target.parent)
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    """A new file, reached from the workspace's handle (agents/tools/workspace.py); its shown path."""
+    with WorkspaceDir(workspace) as walk:
+        name = walk.parent_of(relative, create=True)
+        fd = os.open(
+            name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=walk.fd
+        )
+        walk.give(name)
+        shown = f"{walk.shown()}/{name}"
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
-    give_to_workspace_owner(workspace, target)
-    return display_path(workspace, target)
+    return shown
 
 
 def _safe(name: str) -> str:

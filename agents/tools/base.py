@@ -28,6 +28,7 @@ from agentsite.audit.actions import RUNNER_START
 
 if TYPE_CHECKING:
     from agents.sandbox.base import Sandbox
+    from agents.tools.quota import DiskQuota
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,8 @@ class ToolContext:
     `sandbox` starts the processes a tool needs (agents/sandbox/); None: this caller offers none, and
     tools that start processes refuse. `user_id`, `agent_name`, `sandbox_network` and
     `may_run_unsandboxed` (the user holds `agents.run_unsandboxed`) describe whose call it is; `audit`, when
-    given, is told of every decision and every process started.
+    given, is told of every decision and every process started. `disk_quota`, when given, reads the
+    workspace's disk quota (agents/tools/quota.py) for a call that writes; None: no quota.
     """
 
     workspace: Path
@@ -87,6 +89,7 @@ class ToolContext:
     emit: Callable[[dict[str, Any]], None] | None = None
     request_permission: Callable[..., Awaitable[Any]] | None = None
     audit: AuditSink | None = None
+    disk_quota: Callable[[], Awaitable[DiskQuota]] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     async def audit_start(

@@ -10,18 +10,22 @@ import asyncio
 import codecs
 import difflib
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
+from agents.tools.quota import DiskQuota, QuotaExceeded, quota_of, refused
 from agents.tools.workspace import (
-    display_path,
-    open_inside,
-    resolve_in_workspace,
-    write_inside,
+    Entry,
+    IsAFolder,
+    NotAFile,
+    NotAFolder,
+    PathMissing,
+    WorkspaceDir,
+    list_folder,
+    open_file,
 )
 
 MAX_LIST_ENTRIES = 500
@@ -46,35 +50,34 @@ class ListFilesTool(Tool):
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, ListFilesParams)
-        directory = resolve_in_workspace(ctx.workspace, params.path)
-        shown = display_path(ctx.workspace, directory)
-        return await asyncio.to_thread(_list_directory, directory, shown)
+        return await asyncio.to_thread(_list_directory, ctx.workspace, params.path)
 
 
-def _list_directory(directory: Path, shown: str) -> str:
-    if not directory.exists():
-        raise ToolError(f"There is no directory '{shown}' in the workspace.")
-    if not directory.is_dir():
-        raise ToolError(f"'{shown}' is a file, not a directory; use read_file to read it.")
-    names = sorted(os.listdir(directory))
-    if not names:
+def _list_directory(workspace: Path, path: str) -> str:
+    try:
+        shown, entries = list_folder(workspace, path)
+    except PathMissing:
+        raise ToolError(f"There is no directory '{path}' in the workspace.") from None
+    except NotAFolder:
+        raise ToolError(f"'{path}' is a file, not a directory; use read_file to read it.") from None
+    if not entries:
         return f"'{shown}' is empty."
-    lines = [f"Contents of '{shown}' ({len(names)} entries):"]
-    lines += [_describe_entry(directory / name) for name in names[:MAX_LIST_ENTRIES]]
-    if len(names) > MAX_LIST_ENTRIES:
-        lines.append(f"[... {len(names) - MAX_LIST_ENTRIES} more entries not shown]")
+    entries.sort(key=lambda entry: entry.name)
+    lines = [f"Contents of '{shown}' ({len(entries)} entries):"]
+    lines += [_describe_entry(entry) for entry in entries[:MAX_LIST_ENTRIES]]
+    if len(entries) > MAX_LIST_ENTRIES:
+        lines.append(f"[... {len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
     return "\n".join(lines)
 
 
-def _describe_entry(entry: Path) -> str:
+def _describe_entry(entry: Entry) -> str:
     """One line per entry; symlinks are not followed, so a link out of the workspace reveals nothing."""
-    info = entry.lstat()
-    if stat.S_ISLNK(info.st_mode):
+    if entry.kind == "symlink":
         return f"symlink    {entry.name}"
-    if stat.S_ISDIR(info.st_mode):
+    if entry.kind == "directory":
         return f"directory  {entry.name}/"
-    if stat.S_ISREG(info.st_mode):
-        return f"file       {entry.name} ({info.st_size} bytes)"
+    if entry.kind == "file":
+        return f"file       {entry.name} ({entry.size} bytes)"
     return f"other      {entry.name}"
 
 
@@ -93,21 +96,18 @@ class ReadFileTool(Tool):
 
     async def run(self, params: BaseModel, ctx: ToolContext) -> str:
         assert isinstance(params, ReadFileParams)
-        target = resolve_in_workspace(ctx.workspace, params.path)
-        return await asyncio.to_thread(_read_text, ctx.workspace, target, params.path)
+        return await asyncio.to_thread(_read_text, ctx.workspace, params.path)
 
 
-def _read_text(workspace: Path, target: Path, shown: str) -> str:
-    if not target.exists():
-        raise ToolError(f"There is no file '{shown}' in the workspace.")
-    if target.is_dir():
-        raise ToolError(f"'{shown}' is a directory; use list_files to see its contents.")
-    if not target.is_file():
-        raise ToolError(f"'{shown}' is not a regular file.")
+def _read_text(workspace: Path, path: str) -> str:
     try:
-        fd = open_inside(workspace, target)
+        fd, shown = open_file(workspace, path)
+    except PathMissing:
+        raise ToolError(f"There is no file '{path}' in the workspace.") from None
+    except IsAFolder:
+        raise ToolError(f"'{path}' is a directory; use list_files to see its contents.") from None
     except OSError as exc:
-        raise ToolError(f"Could not read '{shown}': {exc.strerror}.") from None
+        raise ToolError(f"Could not read '{path}': {exc.strerror}.") from None
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         data = handle.read(MAX_READ_BYTES)
@@ -156,11 +156,10 @@ class WriteFileTool(Tool):
         """The content, and for an existing text file a unified diff against it (each part bounded)."""
         assert isinstance(params, WriteFileParams)
         try:
-            target = resolve_in_workspace(workspace, params.path)
+            old, exists = _old_text(workspace, params.path)
         except ToolError:
             return None  # the call fails when it runs; the arguments show what was asked
-        old = _old_text(workspace, target)
-        shown: dict[str, Any] = {"kind": "diff", "path": params.path, "exists": target.is_file()}
+        shown: dict[str, Any] = {"kind": "diff", "path": params.path, "exists": exists}
         new_lines = params.content.splitlines(keepends=True)
         old_lines = old.splitlines(keepends=True) if old is not None else []
         diff = "".join(
@@ -170,7 +169,7 @@ class WriteFileTool(Tool):
         shown["diff"], cut_diff = _bounded(diff)
         if old is not None:
             shown["old"], _ = _bounded(old)
-        elif target.is_file():
+        elif exists:
             shown["old_binary"] = True
         shown["truncated"] = cut_new or cut_diff
         return shown
@@ -180,34 +179,56 @@ class WriteFileTool(Tool):
         data = params.content.encode("utf-8")
         if len(data) > MAX_WRITE_BYTES:
             raise ToolError(f"The content is {len(data)} bytes; write_file takes at most {MAX_WRITE_BYTES}.")
-        target = resolve_in_workspace(ctx.workspace, params.path)
-        await asyncio.to_thread(_write_bytes, ctx.workspace, target, data, params.path)
-        return f"Wrote {len(data)} bytes to '{display_path(ctx.workspace, target)}'."
+        quota = await quota_of(ctx)
+        try:
+            shown = await asyncio.to_thread(_write_bytes, ctx.workspace, params.path, data, quota)
+        except QuotaExceeded as exc:
+            what = f"writing {len(data)} bytes to {params.path}"
+            raise await refused(ctx, exc, tool=self.name, what=what) from None
+        return f"Wrote {len(data)} bytes to '{shown}'."
 
 
-def _write_bytes(workspace: Path, target: Path, data: bytes, shown: str) -> None:
-    if target.is_dir():
-        raise ToolError(f"'{shown}' is a directory; give a file path.")
+def _write_bytes(workspace: Path, path: str, data: bytes, quota: DiskQuota | None = None) -> str:
+    """Write `data` to the file at `path` (folders made as needed) within the quota; its shown path."""
     try:
-        write_inside(workspace, target, data)
+        with WorkspaceDir(workspace) as walk:
+            fd, shown, created = walk.open_for_writing(path)
+            with os.fdopen(fd, "wb") as handle:
+                freed = os.fstat(fd).st_blocks * 512
+                try:
+                    if quota is not None:
+                        quota.check(len(data), freeing=freed)
+                except QuotaExceeded:
+                    if created:  # nothing is left behind by a refused write
+                        os.unlink(shown.rpartition("/")[2], dir_fd=walk.fd)
+                    raise
+                handle.truncate(0)
+                handle.write(data)
+                handle.flush()
+                if quota is not None:
+                    quota.wrote(os.fstat(fd).st_blocks * 512 - freed)
+    except IsAFolder:
+        raise ToolError(f"'{path}' is a directory; give a file path.") from None
     except OSError as exc:
-        raise ToolError(f"Could not write '{shown}': {exc.strerror}.") from None
+        raise ToolError(f"Could not write '{path}': {exc.strerror}.") from None
+    return shown
 
 
-def _old_text(workspace: Path, target: Path) -> str | None:
-    """The file's text as it is now (None: missing, not a file, binary or not UTF-8); read bounded."""
-    if not target.is_file():
-        return None
+def _old_text(workspace: Path, path: str) -> tuple[str | None, bool]:
+    """The file's text as it is now (None: missing, not a file, binary or not UTF-8; read bounded), and
+    whether a file is there. ToolError when the path is refused."""
     try:
-        fd = open_inside(workspace, target)
-    except (OSError, ToolError):
-        return None
+        fd, shown = open_file(workspace, path)
+    except (PathMissing, NotAFile, NotAFolder):
+        return None, False
+    except OSError:
+        return None, False
     with os.fdopen(fd, "rb") as handle:
         data = handle.read(MAX_READ_BYTES)
     try:
-        return _decode_text(data, target.name, complete=len(data) < MAX_READ_BYTES)
+        return _decode_text(data, shown, complete=len(data) < MAX_READ_BYTES), True
     except ToolError:
-        return None
+        return None, True
 
 
 def _bounded(text: str) -> tuple[str, bool]:

@@ -20,6 +20,7 @@ CRON_JOB_UPDATE = "cron.job_update"
 CRON_JOB_DELETE = "cron.job_delete"
 CRON_RUN = "cron.run"
 AUDIT_PRUNE = "audit.prune"
+QUOTA_EXCEEDED = "quota.exceeded"
 ACTIONS = (
     LOGIN,
     LOGIN_FAILED,
@@ -38,4 +39,5 @@ ACTIONS = (
     CRON_JOB_DELETE,
     CRON_RUN,
     AUDIT_PRUNE,
+    QUOTA_EXCEEDED,
 )
