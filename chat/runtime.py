@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -30,6 +31,7 @@ from agentsite.audit.services import TurnAudit
 from agentsite.credentials import USER_ENDED
 from agentsite.db import database_call, database_sync_to_async, select_row
 from chat.models import Session
+from chat.quota import workspace_quota
 from chat.store import DjangoTurnRecorder, history_for_model
 from chat.usage import budget_refusal
 
@@ -299,6 +301,14 @@ def _tool_context(setup: TurnSetup, session_id: str) -> ToolContext:
         sandbox_network=setup.sandbox_network,
         may_run_unsandboxed=setup.may_run_unsandboxed,
         audit=TurnAudit(user_id=setup.user_id, session_id=session_id),
+        # Read by a call that writes (docs/protocol.md §6.6), in the database thread: never per turn.
+        disk_quota=functools.partial(
+            database_call,
+            workspace_quota,
+            user_id=setup.user_id,
+            session_id=session_id,
+            workspace=setup.workspace,
+        ),
     )
 
 

@@ -33,6 +33,7 @@ class CommandResult:
     output: str  # stdout and stderr together, capped (head and tail kept)
     returncode: int  # negative: killed by that signal
     timed_out: bool
+    stopped: bool = False  # ended early by its caller's `stop` (a watchdog: agents/tools/shell.py)
 
 
 class OutputBuffer:
@@ -90,9 +91,15 @@ class _CommandProtocol(asyncio.SubprocessProtocol):
 
 
 async def run_command(
-    argv: Sequence[str], *, sandbox: Sandbox, confinement: Confinement, limit_seconds: float
+    argv: Sequence[str],
+    *,
+    sandbox: Sandbox,
+    confinement: Confinement,
+    limit_seconds: float,
+    stop: asyncio.Event | None = None,
 ) -> CommandResult:
-    """Run `argv` confined; return its capped output, exit code and whether it timed out.
+    """Run `argv` confined; return its capped output, exit code and whether it timed out. When `stop` is
+    set before it exits, everything it started is killed as at a timeout (`stopped` in the result).
 
     The process group is killed whenever we stop waiting — normal exit (leftover background jobs),
     timeout, or cancellation of the turn — so nothing the command started outlives the call.
@@ -122,7 +129,9 @@ async def run_command(
         raise
     pid = transport.get_pid()
     try:
-        timed_out = not await _wait_for(protocol.exited, limit_seconds)
+        exited = await _wait_for(protocol.exited, limit_seconds, stop=stop)
+        stopped = not exited and stop is not None and stop.is_set()
+        timed_out = not exited and not stopped
         kill_group(pid) if transport.get_returncode() is not None else kill_tree(pid)
         await _wait_for(protocol.exited, _DRAIN_SECONDS)
         # Output still in the pipe; without a sandbox a process that left the group (setsid) may hold it.
@@ -132,7 +141,8 @@ async def run_command(
         raise
     transport.close()
     returncode = transport.get_returncode()
-    return CommandResult(buffer.text(), -signal.SIGKILL if returncode is None else returncode, timed_out)
+    killed = -signal.SIGKILL if returncode is None else returncode
+    return CommandResult(buffer.text(), killed, timed_out, stopped)
 
 
 async def _end(transport: asyncio.SubprocessTransport, protocol: _CommandProtocol) -> None:
@@ -161,14 +171,26 @@ async def start_process(
     )
 
 
-async def _wait_for(event: asyncio.Event, limit_seconds: float) -> bool:
-    """Wait for `event` at most `limit_seconds`; say whether it happened."""
+async def _wait_for(event: asyncio.Event, limit_seconds: float, *, stop: asyncio.Event | None = None) -> bool:
+    """Wait for `event` at most `limit_seconds` (and not past `stop`); say whether it happened."""
+    if stop is not None:
+        return await _wait_unless(event, limit_seconds, stop)
     try:
         async with asyncio.timeout(limit_seconds):
             await event.wait()
     except TimeoutError:
         return False
     return True
+
+
+async def _wait_unless(event: asyncio.Event, limit_seconds: float, stop: asyncio.Event) -> bool:
+    waits = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(waits, timeout=limit_seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    return event.is_set()
 
 
 def kill_group(pgid: int, sig: signal.Signals = signal.SIGKILL) -> None:

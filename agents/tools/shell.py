@@ -4,6 +4,8 @@ It runs in the site's sandbox (agents/sandbox/, docs/protocol.md §6.1): the wor
 of the server, with a timeout (everything it started is killed), CPU, memory, process and file-size
 limits, an output cap (head and tail are kept, since errors tend to be at the end), and an environment
 built from scratch so the server's secrets (``OPENAI_API_KEY``, ``SECRET_KEY``, ...) never reach it.
+While it runs, its workspace is watched against the disk quotas (agents/tools/quota.py): a command that
+fills one is killed with everything it started and ends with a tool error saying so.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from agents.approvals import always_refused
 from agents.sandbox import Confinement, SandboxRefused, run_command
 from agents.sandbox.process import OUTPUT_CAP_BYTES
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
+from agents.tools.quota import UsageWatch, quota_of, refused
 from agentsite.audit.actions import COMMAND_RUN
 
 DEFAULT_TIMEOUT_SECONDS = 60
@@ -72,12 +75,20 @@ class ShellTool(Tool):
         )
         # Every command is in the audit trail (docs/protocol.md §6.4), however it ends.
         audit = _CommandAudit(ctx, params, sandboxed=ctx.sandbox.mode != "none")
+        quota = await quota_of(ctx)
+        usage = UsageWatch(quota) if quota is not None and quota.limited else None
+        stop = asyncio.Event()
+        watching = None
         try:
+            if usage is not None:
+                await usage.start()
+                watching = asyncio.create_task(usage.watch(stop))
             result = await run_command(
                 ["/bin/sh", "-c", params.command],
                 sandbox=ctx.sandbox,
                 confinement=confinement,
                 limit_seconds=params.timeout_seconds,
+                stop=stop,
             )
         except SandboxRefused as exc:
             await audit.ended("refused", error=str(exc))
@@ -88,8 +99,20 @@ class ShellTool(Tool):
         except asyncio.CancelledError:  # the turn was cancelled: the command was killed
             await asyncio.shield(audit.ended("cancelled"))
             raise
-        await audit.ended("timed_out" if result.timed_out else "exited", exit_code=result.returncode)
+        finally:
+            if watching is not None:
+                watching.cancel()
+        passed = await usage.end() if usage is not None else None
         output = result.output or "(no output)"
+        if passed is not None:
+            await audit.ended("quota_exceeded", exit_code=result.returncode)
+            what = "the command stopped" if result.stopped else "the command ended"
+            await refused(ctx, passed, tool=self.name, what=f"{what} over the quota: {params.command[:200]}")
+            ending = "It was killed with every process it started" if result.stopped else "It ended"
+            raise ToolError(
+                f"{passed} {ending}; delete files to make room (its files are kept). Output:\n{output}"
+            )
+        await audit.ended("timed_out" if result.timed_out else "exited", exit_code=result.returncode)
         if result.timed_out:
             raise ToolError(
                 f"The command timed out after {params.timeout_seconds} s and was killed with every "
