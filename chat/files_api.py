@@ -140,6 +140,7 @@ CURSOR_PARAM = OpenApiParameter("cursor", str, OpenApiParameter.QUERY, descripti
 NOT_FOUND = "not_found: no such session (or another user's), or no such file"
 INVALID_PATH = "invalid_path: absolute, `..` out of the workspace, or a symlink out"
 CLOSED = "session_closed: the session is closed"
+CONFLICT = "conflict: the path cannot be used now (a file on the way, changed while walked, refused)"
 
 
 class FileListApi(APIView):
@@ -154,6 +155,7 @@ class FileListApi(APIView):
                 {
                     400: f"{INVALID_PATH}; not_a_directory; invalid: limit or cursor",
                     404: NOT_FOUND,
+                    409: CONFLICT,
                 }
             ),
         },
@@ -190,7 +192,7 @@ class FileApi(APIView):
                 OpenApiTypes.BINARY, description="The file, or ?preview=1 its preview"
             ),
             (200, "application/json"): OpenApiResponse(FilePreviewSerializer, description="?preview=1"),
-            **errors({400: f"{INVALID_PATH}; not_a_file: a folder", 404: NOT_FOUND}),
+            **errors({400: f"{INVALID_PATH}; not_a_file: a folder", 404: NOT_FOUND, 409: CONFLICT}),
         },
     )
     def get(self, request: Request, session_id: str, path: str) -> HttpResponseBase:
@@ -224,8 +226,8 @@ class FileApi(APIView):
                 {
                     400: INVALID_PATH,
                     404: NOT_FOUND,
-                    409: f"{CLOSED}; is_a_directory; conflict: a folder could not be created",
-                    413: "too_large: over AGENTSITE_MAX_UPLOAD_BYTES",
+                    409: f"{CLOSED}; is_a_directory; {CONFLICT}",
+                    413: "too_large: over AGENTSITE_MAX_UPLOAD_BYTES; quota_exceeded: past a disk quota",
                 }
             ),
         },
@@ -256,7 +258,11 @@ class FileApi(APIView):
         responses={
             200: FileDeletedSerializer,
             **errors(
-                {400: f"{INVALID_PATH}; the workspace itself cannot be deleted", 404: NOT_FOUND, 409: CLOSED}
+                {
+                    400: f"{INVALID_PATH}; the workspace itself cannot be deleted",
+                    404: NOT_FOUND,
+                    409: f"{CLOSED}; {CONFLICT}",
+                }
             ),
         },
     )
