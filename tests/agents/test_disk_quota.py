@@ -94,7 +94,8 @@ async def test_a_file_tool_write_past_the_quota_is_refused_until_files_are_delet
 
     os.unlink(workspace / "one.txt")  # deleted (by a command: the server measures again)
     quota.changed()
-    assert await call(ctx, "write_file", path="two.txt", content="y" * MB) == f"Wrote {MB} bytes to 'two.txt'."
+    written = await call(ctx, "write_file", path="two.txt", content="y" * MB)
+    assert written == f"Wrote {MB} bytes to 'two.txt'."
     entry = await AuditEntry.objects.filter(action="quota.exceeded").aget()
     assert entry.user_id == alice.id and entry.details["scope"] == "workspace"
     assert entry.details["limit_bytes"] == 2 * MB and entry.details["tool"] == "write_file"

@@ -217,3 +217,27 @@ def test_a_file_whose_name_holds_a_newline_is_reached_like_any_other(
     assert raw(client, alice_key, "delete", path).json() == {"path": "two\nlines.txt", "deleted": True}
     assert_error(raw(client, alice_key, "delete", path), 404, "not_found")
     assert_error(raw(client, alice_key, "delete", f"{FILES}/missing%0A"), 404, "not_found")
+
+
+def test_links_inside_are_walked_and_odd_paths_are_4xx_never_500(
+    api: Any, client: Client, alice_key: str, workspace: Path
+) -> None:
+    os.symlink("src", workspace / "code")  # relative, inside
+    os.symlink("loop", workspace / "loop")
+    listing = api(alice_key).get(f"{FILES}?path=code").json()
+    assert listing["path"] == "src" and [e["path"] for e in listing["results"]] == ["src/app.py"]
+    root = {e["name"]: e for e in api(alice_key).get(FILES).json()["results"]}
+    assert root["code"]["type"] == "symlink" and root["code"]["size"] is None
+    assert body_of(raw(client, alice_key, "get", f"{FILES}/code/app.py")).startswith(b"def main")
+
+    assert_error(raw(client, alice_key, "get", f"{FILES}?path=README.md"), 400, "not_a_directory")
+    assert_error(raw(client, alice_key, "get", f"{FILES}?path=loop"), 400, "invalid_path")
+    assert_error(raw(client, alice_key, "get", f"{FILES}/src"), 400, "not_a_file")
+    assert_error(raw(client, alice_key, "get", f"{FILES}/README.md/x"), 404, "not_found")
+    assert_error(raw(client, alice_key, "put", f"{FILES}/README.md/x", b"x"), 409, "conflict")
+    assert_error(raw(client, alice_key, "put", f"{FILES}/src", b"x"), 409, "is_a_directory")
+    assert_error(raw(client, alice_key, "delete", f"{FILES}/README.md/x"), 404, "not_found")
+    for path in ("..", "src/..", "a/../.."):
+        for method in ("get", "put", "delete"):
+            response = raw(client, alice_key, method, f"{FILES}/{path}", b"x")
+            assert 400 <= response.status_code < 500, (method, path, response.status_code)
