@@ -330,7 +330,12 @@ def _receive(
     QuotaExceeded past the room the quotas leave (the replaced file's bytes count as free)."""
     limit = settings.AGENTSITE_MAX_UPLOAD_BYTES
     room = quota.room()
-    quota.check(1, freeing=freed)  # already full: refused before a byte is read
+    raw = request._request.META.get("CONTENT_LENGTH") or ""
+    declared = int(raw) if raw.isascii() and raw.isdigit() else 0
+    if declared > limit:
+        raise ApiError(413, "too_large", f"The file is larger than the limit of {limit} bytes.")
+    # Refused before a byte is read: already full, or the declared length does not fit.
+    quota.check(max(declared, 1), freeing=freed)
     temporary = f".upload-{uuid.uuid4().hex}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(temporary, flags, 0o644, dir_fd=folder.fd)

@@ -256,6 +256,8 @@ def exceeded(scope: Scope, used: int, limit: int, *, adding: int = 0) -> QuotaEx
 
 
 def _mb(count: int) -> str:
+    if count < MB:
+        return f"{-(-count // 1024)} KB"
     return f"{count / MB:.1f} MB" if count % MB else f"{count // MB} MB"
 
 
