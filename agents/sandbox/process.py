@@ -33,7 +33,6 @@ class CommandResult:
     output: str  # stdout and stderr together, capped (head and tail kept)
     returncode: int  # negative: killed by that signal
     timed_out: bool
-    stopped: bool = False  # ended early by its caller's `stop` (a watchdog: agents/tools/shell.py)
 
 
 class OutputBuffer:
@@ -99,7 +98,7 @@ async def run_command(
     stop: asyncio.Event | None = None,
 ) -> CommandResult:
     """Run `argv` confined; return its capped output, exit code and whether it timed out. When `stop` is
-    set before it exits, everything it started is killed as at a timeout (`stopped` in the result).
+    set before it exits, everything it started is killed as at a timeout (its caller knows why).
 
     The process group is killed whenever we stop waiting — normal exit (leftover background jobs),
     timeout, or cancellation of the turn — so nothing the command started outlives the call.
@@ -129,9 +128,7 @@ async def run_command(
         raise
     pid = transport.get_pid()
     try:
-        exited = await _wait_for(protocol.exited, limit_seconds, stop=stop)
-        stopped = not exited and stop is not None and stop.is_set()
-        timed_out = not exited and not stopped
+        timed_out = not await _wait_for(protocol.exited, limit_seconds, stop=stop)
         kill_group(pid) if transport.get_returncode() is not None else kill_tree(pid)
         await _wait_for(protocol.exited, _DRAIN_SECONDS)
         # Output still in the pipe; without a sandbox a process that left the group (setsid) may hold it.
@@ -141,8 +138,7 @@ async def run_command(
         raise
     transport.close()
     returncode = transport.get_returncode()
-    killed = -signal.SIGKILL if returncode is None else returncode
-    return CommandResult(buffer.text(), killed, timed_out, stopped)
+    return CommandResult(buffer.text(), -signal.SIGKILL if returncode is None else returncode, timed_out)
 
 
 async def _end(transport: asyncio.SubprocessTransport, protocol: _CommandProtocol) -> None:

@@ -106,9 +106,10 @@ class ShellTool(Tool):
         output = result.output or "(no output)"
         if passed is not None:
             await audit.ended("quota_exceeded", exit_code=result.returncode)
-            what = "the command stopped" if result.stopped else "the command ended"
+            stopped = stop.is_set()  # by the watch (timed_out says so too), or it ended by itself
+            what = "the command stopped" if stopped else "the command ended"
             await refused(ctx, passed, tool=self.name, what=f"{what} over the quota: {params.command[:200]}")
-            ending = "It was killed with every process it started" if result.stopped else "It ended"
+            ending = "It was killed with every process it started" if stopped else "It ended"
             raise ToolError(
                 f"{passed} {ending}; delete files to make room (its files are kept). Output:\n{output}"
             )
