@@ -35,7 +35,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.sandbox.site import workspace_dir
-from agents.tools.quota import DiskQuota, QuotaExceeded, exceeded
+from agents.tools.quota import DiskQuota, QuotaExceeded, exceeded, usage
 from agents.tools.workspace import (
     Entry,
     IsAFolder,
@@ -278,7 +278,7 @@ class FileApi(APIView):
                     shutil.rmtree(name, dir_fd=folder.fd)  # descriptor-relative: no link is followed
                 else:
                     os.unlink(name, dir_fd=folder.fd)
-        DiskQuota(workspace=workspace, workspace_limit=None, user_limit=None).changed()
+        usage.forget(workspace)  # measured again when next needed
         return Response({"path": _relative(path), "deleted": True})
 
 

@@ -60,6 +60,8 @@ def _list_directory(workspace: Path, path: str) -> str:
         raise ToolError(f"There is no directory '{path}' in the workspace.") from None
     except NotAFolder:
         raise ToolError(f"'{path}' is a file, not a directory; use read_file to read it.") from None
+    except OSError as exc:
+        raise ToolError(f"Could not list '{path}': {exc.strerror}.") from None
     if not entries:
         return f"'{shown}' is empty."
     entries.sort(key=lambda entry: entry.name)
