@@ -22,7 +22,8 @@ from pathlib import Path
 import mcp_types as types
 
 from agents.sandbox.process import OutputBuffer
-from agents.tools.base import ToolError
+from agents.tools.base import ToolContext, ToolError
+from agents.tools.quota import QuotaExceeded, quota_of, refused
 from agents.tools.workspace import WorkspaceDir
 
 FILES_FOLDER = "mcp-files"
@@ -44,9 +45,9 @@ EXTENSIONS = {
 }
 
 
-async def result_text(result: types.CallToolResult, *, server: str, tool: str, workspace: Path) -> str:
+async def result_text(result: types.CallToolResult, *, server: str, tool: str, ctx: ToolContext) -> str:
     """The text the model reads; ToolError when the server marked the result an error."""
-    parts = [await _part(block, server=server, tool=tool, workspace=workspace) for block in result.content]
+    parts = [await _part(block, server=server, tool=tool, ctx=ctx) for block in result.content]
     text = "\n".join(part for part in parts if part)
     if not text and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
@@ -58,18 +59,18 @@ async def result_text(result: types.CallToolResult, *, server: str, tool: str, w
     return text or "(no output)"
 
 
-async def _part(block: types.ContentBlock, *, server: str, tool: str, workspace: Path) -> str:
+async def _part(block: types.ContentBlock, *, server: str, tool: str, ctx: ToolContext) -> str:
     if isinstance(block, types.TextContent):
         return block.text
     if isinstance(block, types.ImageContent | types.AudioContent):
         kind = "image" if isinstance(block, types.ImageContent) else "audio"
-        return await _saved(block.data, block.mime_type, kind, server=server, tool=tool, workspace=workspace)
+        return await _saved(block.data, block.mime_type, kind, server=server, tool=tool, ctx=ctx)
     if isinstance(block, types.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, types.TextResourceContents):
             return f"[resource {resource.uri}]\n{resource.text}"
         saved = await _saved(
-            resource.blob, resource.mime_type or "", "resource", server=server, tool=tool, workspace=workspace
+            resource.blob, resource.mime_type or "", "resource", server=server, tool=tool, ctx=ctx
         )
         return f"{saved} (resource {resource.uri})"
     if isinstance(block, types.ResourceLink):
@@ -77,18 +78,28 @@ async def _part(block: types.ContentBlock, *, server: str, tool: str, workspace:
     return f"[{getattr(block, 'type', 'unknown')} content, not shown]"
 
 
-async def _saved(data: str, mime_type: str, kind: str, *, server: str, tool: str, workspace: Path) -> str:
-    """Decode base64 `data` into a new workspace file; the line the model reads about it."""
+async def _saved(data: str, mime_type: str, kind: str, *, server: str, tool: str, ctx: ToolContext) -> str:
+    """Decode base64 `data` into a new workspace file (within the disk quotas, agents/tools/quota.py); the
+    line the model reads about it."""
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return f"[{kind} from the server left out: its data is not valid base64]"
     if len(raw) > MAX_FILE_BYTES:
         return f"[{kind} of {len(raw)} bytes left out: the limit is {MAX_FILE_BYTES} bytes]"
+    quota = await quota_of(ctx)
+    if quota is not None:
+        try:
+            await asyncio.to_thread(quota.check, len(raw))
+        except QuotaExceeded as exc:
+            await refused(ctx, exc, tool=f"{server}/{tool}", what=f"saving a {kind} of {len(raw)} bytes")
+            return f"[{kind} of {len(raw)} bytes left out: {exc}]"
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     extension = EXTENSIONS.get(mime_type.split(";")[0].strip().lower(), "bin")
     relative = f"{FILES_FOLDER}/{server}/{_safe(tool)}-{stamp}-{uuid.uuid4().hex[:6]}.{extension}"
-    shown = await asyncio.to_thread(_write, workspace, relative, raw)
+    shown = await asyncio.to_thread(_write, ctx.workspace, relative, raw)
+    if quota is not None:
+        quota.wrote(len(raw))
     return f"[{kind} saved in the workspace as {shown} ({mime_type or 'unknown type'}, {len(raw)} bytes)]"
 
 

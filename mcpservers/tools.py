@@ -175,7 +175,7 @@ class McpToolSource(ToolSource):
             if exc.code != "rejected":
                 await self._record_failure(ctx.agent_name, config.name, exc.message)
             raise ToolError(exc.message) from None
-        return await result_text(result, server=config.name, tool=tool.tool, workspace=ctx.workspace)
+        return await result_text(result, server=config.name, tool=tool.tool, ctx=ctx)
 
     async def _connect(self, config: McpServerConfig, ctx: ToolContext) -> McpConnection:
         """This chat session's connection to the server, started if needed; its tools recorded when it

@@ -13,6 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents.sandbox.site import workspace_dir
+from agentsite.audit.models import AuditEntry
 from agentsite.dev.fake_llm import Reply
 from mcpservers.models import McpServer
 from tests import factories
@@ -250,4 +251,25 @@ async def test_cancelling_the_turn_mid_call_keeps_the_server_for_the_next_turn(s
     assert frame["data"]["status"] == "completed"
     assert tool_results(frames)[0]["output"] == "pong"
     assert marker_pids(marker) == [pid], "the same process answers"
+    await ws.disconnect()
+
+
+async def test_an_image_past_the_disk_quota_is_left_out_and_the_model_reads_why(
+    session, alice, alice_key, llm, settings
+):
+    settings.AGENTSITE_WORKSPACE_QUOTA_MB = 1
+    workspace = workspace_dir(user_id=alice.id, session_id=session.id)
+    (workspace / "full.bin").write_bytes(b"x" * 1024 * 1024)
+    await sync_to_async(configure_server)()
+    llm.script(call("picture"), Reply(text="ok"))
+    ws, _ = await connect(session.id, key=alice_key)
+    frames = await run_turn(ws, "a picture", approval_mode="full_access")
+    (picture,) = tool_results(frames)
+    assert (
+        picture["output"].startswith("[image of ")
+        and "left out: The disk quota is used up" in picture["output"]
+    )
+    assert not (workspace / "mcp-files").exists()
+    entry = await AuditEntry.objects.filter(action="quota.exceeded").aget()
+    assert entry.details["tool"] == f"{SERVER}/picture" and entry.details["scope"] == "workspace"
     await ws.disconnect()
