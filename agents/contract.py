@@ -59,6 +59,15 @@ class InputError(DomainError):
         super().__init__(message, code=code, message_id=message_id)
 
 
+class Budget(Protocol):
+    """Asked by a turn before each of its model calls after the first (the first is checked before the turn
+    starts): the `{code, message}` that ends the turn there (`budget_exceeded`), or None to go on. The chat
+    side implements it (chat/runtime.py `DailyBudget`; the rule is chat/usage.py `budget_refusal`), so a turn
+    that crosses the daily budget stops after the call in flight (docs/protocol.md §6.6)."""
+
+    async def __call__(self) -> dict[str, str] | None: ...
+
+
 class StreamClosed(Exception):
     """TurnStream.steer raises it when the turn can no longer take input."""
 

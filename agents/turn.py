@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agents import approvals
-from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
+from agents.contract import Budget, ChatRequest, InputError, StreamClosed, TurnResult
 from agents.history import repair_history
 from agents.llm import ModelClient, ModelError, ToolCall
 from agents.recording import StepText, TurnRecorder
@@ -77,11 +77,13 @@ class AgentTurn:
         recorder: TurnRecorder | None = None,
         specs: list[dict[str, Any]] | None = None,
         disabled_tools: frozenset[str] = frozenset(),
+        budget: Budget | None = None,
     ) -> None:
         """`specs`: the tools' OpenAI specs when the caller has them built already (they are the same for
         every turn of an agent; building them costs more than the rest of a turn's setup).
         `disabled_tools`: the agent's tools that are switched off, besides registered ones (a call of one
-        is told so, not "unknown")."""
+        is told so, not "unknown"). `budget`: asked before every model call after the first; its refusal
+        ends the turn `error` there (docs/protocol.md §6.6)."""
         self.client = client
         self.model = model
         self.provider_name = provider_name
@@ -89,6 +91,7 @@ class AgentTurn:
         self.max_steps = max(1, max_steps)
         self.confirmation_timeout = confirmation_timeout
         self.recorder = recorder
+        self.budget = budget
         self._tools = ToolRegistry()
         for tool in tools:
             self._tools.register(tool)
@@ -273,6 +276,16 @@ class AgentTurn:
         usage: dict[str, int] | None = None
         step = _Step("", [], None, None)
         for index in range(self.max_steps):
+            if index and self.budget is not None and (refusal := await self.budget()) is not None:
+                # Past the budget: no more model calls. Steered input not taken yet goes back to the queue.
+                self._input_closed = True
+                return TurnResult(
+                    status="error",
+                    final_content=step.text,
+                    stop_reason="error",
+                    usage=usage,
+                    error=dict(refusal),
+                )
             self._messages.extend({"role": "user", "content": text} for text in self.consume_inputs())
             if index == self.max_steps - 1:
                 self._input_closed = True  # no step left to show the model a later steer

@@ -288,7 +288,19 @@ class DjangoRuntime:
                 else settings.AGENTSITE_CONFIRMATION_TIMEOUT
             ),
             recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model, setup.user_id),
+            budget=DailyBudget(setup.user_id) if settings.AGENTSITE_USER_DAILY_TOKENS else None,
         )
+
+
+class DailyBudget:
+    """A turn's Budget (agents/contract.py): the user's daily tokens, one query before each model call after
+    the first (chat/usage.py `budget_refusal`, the rule turn_setup checks before the turn starts)."""
+
+    def __init__(self, user_id: int) -> None:
+        self.user_id = user_id
+
+    async def __call__(self) -> dict[str, str] | None:
+        return await database_call(budget_refusal, self.user_id)
 
 
 def _tool_context(setup: TurnSetup, session_id: str) -> ToolContext:

@@ -1,6 +1,7 @@
 """Model tokens per user, UTC day and model (docs/protocol.md §6.4): what each model step used is added as
 the step ends (chat/store.py's recorder, in the same hand-over as its row), reported by `GET /api/v1/usage`
-and the portal's usage page, and checked against `AGENTSITE_USER_DAILY_TOKENS` before a turn starts."""
+and the portal's usage page, and checked against `AGENTSITE_USER_DAILY_TOKENS` before a turn starts and
+before each further model call of a turn (chat/runtime.py `DailyBudget`, docs/protocol.md §6.6)."""
 
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ def tokens_today(user_id: int) -> int:
 
 
 def budget_refusal(user_id: int) -> dict[str, str] | None:
-    """The `budget_exceeded` error of a turn that would start past the user's daily budget, else None."""
+    """The `budget_exceeded` error of a turn that would start, or make one more model call, past the user's
+    daily budget, else None."""
     budget = settings.AGENTSITE_USER_DAILY_TOKENS
     if not budget:
         return None

@@ -178,3 +178,45 @@ async def test_a_turn_past_the_budget_is_refused_without_calling_the_model(alice
     assert [event async for event in turn] == []
     result = await turn.result()
     assert result.status == "error" and result.error is not None and result.error["code"] == "budget_exceeded"
+
+
+async def test_parallel_turns_stop_at_the_budget_after_the_model_call_in_flight(fake_llm) -> None:
+    """Issue 24, finding 7: the budget was checked only when a turn started (budget 200, four parallel
+    turns used 60,000). Now each model call after a turn's first asks again: four turns that each would
+    call the model (with a tool) twenty times stop after the call that crossed it."""
+    from agentsite.dev.fake_llm import Reply, ScriptedToolCall
+    from chat.live import live_sessions
+    from tests.support.chat_queue import a_use_fake_llm, a_user_with_key, frames_until, is_result
+    from tests.support.ws import connect, send
+
+    user, key = await a_user_with_key("alice")
+    await a_use_fake_llm(fake_llm.base_url)
+    fake_llm.default = Reply(  # a tool call every time: the turn would go on for max_steps calls
+        text="looking",
+        tool_calls=[ScriptedToolCall(name="list_files", arguments={})],
+        usage=step(60, 40),
+        delay=0.2,
+    )
+    sessions = [(await sync_to_async(factories.session)(user)).id for _ in range(4)]
+    with override_settings(AGENTSITE_USER_DAILY_TOKENS=200, AGENTSITE_USER_MAX_CONCURRENT_TURNS=4):
+        sockets = [(await connect(session_id, key=key))[0] for session_id in sessions]
+        for n, ws in enumerate(sockets):
+            await send(ws, {"type": "message", "message_id": f"m{n}", "content": "list my files, again"})
+        results = [
+            (await frames_until(ws, is_result(f"m{n}"), within=20))[-1] for n, ws in enumerate(sockets)
+        ]
+        for ws in sockets:
+            # the queue paused on the error: "send now" starts the next one, refused before any model call
+            await send(ws, {"type": "message", "message_id": "later", "content": "and now?", "steer": True})
+        later = [(await frames_until(ws, is_result("later"), within=20))[-1] for ws in sockets]
+    for result in [*results, *later]:
+        assert result["data"]["status"] == "error", result
+        assert result["data"]["error"]["code"] == "budget_exceeded", result
+    used = await sync_to_async(tokens_today)(user.pk)
+    calls = len(fake_llm.chat_requests)
+    assert used == 100 * calls
+    assert 200 <= used <= 200 + 4 * 100, f"{calls} model calls: the budget plus one call per turn in flight"
+    for session_id in sessions:  # the queue pauses as for any error
+        assert (await live_sessions().snapshot(session_id))[0]["paused"] is True
+    for ws in sockets:
+        await ws.disconnect()
