@@ -53,6 +53,7 @@ class InputError(DomainError):
         "too_long": 400,
         "model_not_allowed": 400,
         "owner_unavailable": 503,
+        "queue_full": 429,
     }
 
     def __init__(self, code: str, message: str, *, message_id: str | None = None) -> None:

@@ -62,6 +62,21 @@ def check_limit(count: int, limit: int, *, what: str, setting: str) -> None:
         )
 
 
+class RateExceeded(DomainError):
+    """Too many of something in too short a time (docs/protocol.md §6.6: a user's socket frames): nothing
+    was done; `retry_after` is how many seconds until one more is allowed."""
+
+    code = "rate_limited"
+    status = 429
+
+    def __init__(self, message: str, *, retry_after: int, message_id: str | None = None) -> None:
+        super().__init__(message, message_id=message_id)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "retry_after": self.retry_after}
+
+
 class ServiceUnavailable(DomainError):
     """A service the server depends on (the database, Redis) does not answer: try again (503; a socket
     gets `error unavailable` and close 1012)."""

@@ -261,3 +261,59 @@ def key_authenticate(secret: str, *, address: str) -> KeyAttempt:
     if user is None and rate is not None:
         hit("failed-key", address, rate)
     return KeyAttempt(user)
+
+
+# --- socket frames -------------------------------------------------------------------------------------
+
+
+class TokenBuckets:
+    """Per-user token buckets in this process's memory: the rate of a user's counted socket frames
+    (AGENTSITE_WS_RATE, bursts of AGENTSITE_WS_BURST; docs/protocol.md §6.6).
+
+    In memory, not in the cache: a frame is checked on the socket's own path, and a dictionary lookup
+    costs nothing next to a Redis round trip per frame. So each process counts its own sockets' frames;
+    a user whose sockets land on k processes may send k times the rate, and what that could store is
+    bounded by the queue caps, which hold across processes (chat/store.py). Bounded: beyond `kept`
+    users, buckets that are full again (their users quiet for a while) are dropped; they start full.
+    """
+
+    def __init__(self, kept: int = 100_000) -> None:
+        self.kept = kept
+        self._buckets: dict[Any, list[float]] = {}  # who → [tokens, when last counted]
+
+    def take(self, who: Any, rate: Rate, burst: int, *, now: float | None = None) -> float:
+        """Count one event of `who`: 0 when it is allowed, else the seconds until one is (not counted)."""
+        now = time.monotonic() if now is None else now
+        per_second = rate.count / rate.seconds
+        bucket = self._buckets.get(who)
+        if bucket is None:
+            if len(self._buckets) >= self.kept:
+                self._drop_full(now, per_second, burst)
+            bucket = self._buckets[who] = [float(burst), now]
+        tokens = min(float(burst), bucket[0] + (now - bucket[1]) * per_second)
+        bucket[1] = now
+        if tokens >= 1.0:
+            bucket[0] = tokens - 1.0
+            return 0.0
+        bucket[0] = tokens
+        return (1.0 - tokens) / per_second
+
+    def _drop_full(self, now: float, per_second: float, burst: int) -> None:
+        full = [
+            who for who, (tokens, at) in self._buckets.items() if tokens + (now - at) * per_second >= burst
+        ]
+        for who in full or list(self._buckets)[: len(self._buckets) // 2]:
+            del self._buckets[who]
+
+
+FRAMES_REASON = "Too many messages and commands from this account"
+
+
+def frame_allowed(buckets: TokenBuckets, user_id: int) -> int:
+    """A counted socket frame of the user (message, steer, remove, cancel, confirmation_reply): 0 when it
+    may go on, else the whole seconds until one may (docs/protocol.md §6.6)."""
+    rate = rate_setting("AGENTSITE_WS_RATE")
+    if rate is None:
+        return 0
+    wait = buckets.take(user_id, rate, settings.AGENTSITE_WS_BURST)
+    return max(1, math.ceil(wait)) if wait else 0

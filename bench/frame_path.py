@@ -163,6 +163,11 @@ def _env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         AGENTSITE_USER_MAX_SESSIONS="0",
         AGENTSITE_RATE_USER="off",
         AGENTSITE_RATE_ANON="off",
+        # Its sockets, frames and queued messages too (docs/protocol.md §6.6): the path is measured.
+        AGENTSITE_USER_MAX_SOCKETS="0",
+        AGENTSITE_WS_RATE="off",
+        AGENTSITE_SESSION_MAX_PENDING="0",
+        AGENTSITE_USER_MAX_PENDING="0",
         PYTHONUNBUFFERED="1",
     )
     if args.database_url:

@@ -259,6 +259,11 @@ def agentsite_env(args: argparse.Namespace, data_dir: Path) -> dict[str, str]:
         BENCH_DEMO_CHUNKS=str(args.chunks),
         # One bench user creates hundreds of sessions at once: the load, not the per-user rate, is measured.
         AGENTSITE_RATE_USER="off",
+        # Its sockets, frames and queued messages too (docs/protocol.md §6.6): the path is measured.
+        AGENTSITE_USER_MAX_SOCKETS="0",
+        AGENTSITE_WS_RATE="off",
+        AGENTSITE_SESSION_MAX_PENDING="0",
+        AGENTSITE_USER_MAX_PENDING="0",
         PYTHONUNBUFFERED="1",
     )
     if args.database_url:

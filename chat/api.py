@@ -6,9 +6,11 @@ errors through to the one REST translation (agentsite/errors.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
@@ -17,17 +19,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from agentsite.audit.limits import limit_hit_record
 from agentsite.authentication import request_credential
 from agentsite.credentials import Credential
 from agentsite.fields import query_flag, query_int
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
+from agentsite.ratelimit import request_address
+from chat.exceptions import TooManySockets
 from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message
 from chat.live import UNAVAILABLE, live_sessions
 from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
+from chat.live.slots import Slot
 from chat.models import Session
 from chat.serializers import (
     SERVER_SENT_EVENT,
@@ -215,6 +221,8 @@ class MessageListApi(generics.GenericAPIView):
                     400: "invalid; too_long: content over 100,000 characters; model_not_allowed",
                     404: NOT_FOUND,
                     409: CLOSED + "; duplicate_message_id: the session has a message with that id",
+                    429: "queue_full: AGENTSITE_SESSION_MAX_PENDING or AGENTSITE_USER_MAX_PENDING pending"
+                    " messages already; nothing stored",
                     503: OWNER_UNAVAILABLE,
                 }
             ),
@@ -316,6 +324,7 @@ class EventStreamApi(APIView):
                     400: "invalid: since (or Last-Event-ID) is not an integer",
                     404: NOT_FOUND,
                     409: "session_closed: a closed session has no live events",
+                    429: "too_many_sockets: AGENTSITE_USER_MAX_SOCKETS sockets and streams open already",
                     503: OWNER_UNAVAILABLE,
                 }
             ),
@@ -329,11 +338,48 @@ class EventStreamApi(APIView):
             since_raw = request.headers.get("Last-Event-ID") or None
         message = "since must be an integer event seq."
         since = max(query_int(since_raw, "since", message), 0) if since_raw is not None else None
-        stream = _sse(session.id, since, request_credential(request))
+        slot, loop = call_from_sync(_stream_slot, request.user.pk)
+        if slot is None:
+            refusal = TooManySockets(settings.AGENTSITE_USER_MAX_SOCKETS)
+            details = {"setting": "AGENTSITE_USER_MAX_SOCKETS", "max": refusal.limit, "socket": "sse"}
+            limit_hit_record(
+                user_id=request.user.pk,
+                limit=refusal.code,
+                message=refusal.message,
+                details=details,
+                address=request_address(request),
+            )
+            raise refusal
+        stream = _StreamBody(_sse(session.id, since, request_credential(request)), slot, loop)
         response = StreamingHttpResponse(stream, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
+
+
+async def _stream_slot(user_id: int) -> tuple[Slot | None, asyncio.AbstractEventLoop]:
+    """One of the user's AGENTSITE_USER_MAX_SOCKETS for an SSE stream, and the loop it is given back on."""
+    return await live_sessions().open_connection(user_id), asyncio.get_running_loop()
+
+
+class _StreamBody:
+    """An SSE response's body: its events, and its slot given back when the response is closed (always,
+    also when the client left before the first event: the handler closes every response it sent)."""
+
+    def __init__(self, events: AsyncIterator[str], slot: Slot, loop: asyncio.AbstractEventLoop) -> None:
+        self._events = events
+        self._slot: Slot | None = slot
+        self._loop = loop
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._events
+
+    def close(self) -> None:
+        """Called by the handler in a thread of its own: the slot goes back on the event loop."""
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone (shut down): so is the count
+                self._loop.call_soon_threadsafe(slot.release)
 
 
 def _sse_frame(event: dict[str, Any]) -> str:

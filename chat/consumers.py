@@ -17,15 +17,19 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agentsite import jsonio
+from agentsite.audit.limits import alimit_hit_record
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
-from agentsite.exceptions import DomainError, ServiceUnavailable
+from agentsite.exceptions import DomainError, RateExceeded, ServiceUnavailable
 from agentsite.fields import query_flag
 from agentsite.internals import LeanWebsocketConsumer
+from agentsite.ratelimit import FRAMES_REASON, frame_allowed, scope_address
 from chat import inputs
-from chat.live import UNAVAILABLE, Attachment, Unavailable, live_sessions
+from chat.exceptions import TooManySockets
+from chat.live import UNAVAILABLE, Attachment, LiveSessions, Unavailable, live_sessions
 from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
+from chat.live.slots import Slot
 from chat.serializers import SessionCreateSerializer
 from chat.services import message_submit, session_get_open_for_user, session_get_or_create_open
 
@@ -34,7 +38,8 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
-CLOSE_RATE_LIMITED = 4429  # too many wrong api_keys from this address (docs/protocol.md §6.2)
+# Too many wrong api_keys from this address (docs/protocol.md §6.2), or too many sockets of the user (§6.6).
+CLOSE_RATE_LIMITED = 4429
 CLOSE_INVALID = 4400  # `?create=1` with fields POST would refuse (docs/protocol.md §3.1 extension)
 CLOSE_SESSION_EXISTS = 4409
 CLOSE_TOO_BIG = 1009
@@ -67,6 +72,7 @@ class ChatConsumer(LeanWebsocketConsumer):
     sender: asyncio.Task[None] | None = None
     sent_seq: int = 0
     ended: str = ""  # why its credential ended (agentsite/credentials.py)
+    slot: Slot | None = None  # one of its user's AGENTSITE_USER_MAX_SOCKETS, while it is open
 
     async def connect(self) -> None:
         self.session_id = self.scope["url_route"]["kwargs"]["session_id"]
@@ -89,6 +95,11 @@ class ChatConsumer(LeanWebsocketConsumer):
             )
             await self._refuse("unauthorized", message, CLOSE_UNAUTHORIZED)
             return
+        live = live_sessions()
+        self.slot = await live.open_connection(self.scope["user"].pk)
+        if self.slot is None:
+            await self._too_many_sockets()
+            return
         try:
             create = self._create_fields()
             if create is None:
@@ -101,7 +112,6 @@ class ChatConsumer(LeanWebsocketConsumer):
             code, close_code = _REFUSALS.get(exc.code, (exc.code, CLOSE_INVALID))
             await self._refuse(code, exc.message, close_code)
             return
-        live = live_sessions()
         try:
             attachment = await live.attach(self.session_id, self._since())
         except Unavailable:
@@ -131,6 +141,18 @@ class ChatConsumer(LeanWebsocketConsumer):
             for event in attachment.backlog:
                 await self.send_text(encode_event(event))
         self.sender = asyncio.get_running_loop().create_task(self._send_events(attachment.queue))
+
+    async def _too_many_sockets(self) -> None:
+        refusal = TooManySockets(settings.AGENTSITE_USER_MAX_SOCKETS)
+        await self._send_error(refusal)
+        await self.close(code=CLOSE_RATE_LIMITED)
+        await alimit_hit_record(
+            user_id=self.scope["user"].pk,
+            limit=refusal.code,
+            message=refusal.message,
+            details={"setting": "AGENTSITE_USER_MAX_SOCKETS", "max": refusal.limit, "socket": "websocket"},
+            address=scope_address(self.scope),
+        )
 
     def session_closed(self) -> None:
         """The session was deleted (on any process): the socket is told so and closed."""
@@ -178,8 +200,14 @@ class ChatConsumer(LeanWebsocketConsumer):
         return dict(fields.validated_data)
 
     async def _refuse(self, code: str, message: str, close_code: int) -> None:
+        self._give_back_slot()  # at once: the close handshake may take a while
         await self._send_error(DomainError(message, code=code))
         await self.close(code=close_code)
+
+    def _give_back_slot(self) -> None:
+        if self.slot is not None:
+            self.slot.release()
+            self.slot = None
 
     async def _send_events(self, queue: EventQueue) -> None:
         while True:
@@ -212,6 +240,7 @@ class ChatConsumer(LeanWebsocketConsumer):
             await self.send_texts(texts)
 
     async def disconnect(self, code: int) -> None:
+        self._give_back_slot()
         if self.sender is not None:
             self.sender.cancel()
             await asyncio.gather(self.sender, return_exceptions=True)
@@ -252,6 +281,8 @@ class ChatConsumer(LeanWebsocketConsumer):
 
     async def _handle(self, frame: inputs.Frame) -> None:
         live = live_sessions()
+        if not isinstance(frame, inputs.Ping):  # ping is free; the others count (docs/protocol.md §6.6)
+            await self._count(frame, live)
         match frame:
             case inputs.Ping():
                 await self.send_text(encode_event({"type": "pong"}))
@@ -267,6 +298,23 @@ class ChatConsumer(LeanWebsocketConsumer):
                 reply = ConfirmationReply(frame.confirmation_id, frame.approved, frame.option_id)
                 await live.dispatch(self.session_id, reply)
 
+    async def _count(self, frame: inputs.Frame, live: LiveSessions) -> None:
+        """RateExceeded when the user sent more counted frames than AGENTSITE_WS_RATE allows (this
+        process's count, in memory: agentsite/ratelimit.py TokenBuckets); the frame then does nothing."""
+        user_id = self.scope["user"].pk
+        wait = frame_allowed(live.frame_rate, user_id)
+        if not wait:
+            return
+        message = f"{FRAMES_REASON} (AGENTSITE_WS_RATE); this one was not applied. Try again in {wait} s."
+        await alimit_hit_record(
+            user_id=user_id,
+            limit="rate_limited",
+            message=message,
+            details={"setting": "AGENTSITE_WS_RATE", "frame": frame.type, "session_id": self.session_id},
+            address=scope_address(self.scope),
+        )
+        raise RateExceeded(message, retry_after=wait, message_id=getattr(frame, "message_id", None))
+
     async def _send_error(self, exc: DomainError) -> None:
         await self.send_text(encode_event(error_frame(exc)))
 
@@ -276,4 +324,6 @@ def error_frame(exc: DomainError) -> dict[str, Any]:
     data: dict[str, Any] = {"code": exc.code, "message": exc.message}
     if exc.message_id is not None:
         data["message_id"] = exc.message_id
+    if isinstance(exc, RateExceeded):
+        data["retry_after"] = exc.retry_after
     return {"type": "error", "data": data}

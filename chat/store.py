@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from agents.contract import ChatRequest, InputError
 from agentsite.db import database_sync_to_async, insert_row, table, update_rows
+from chat.limits import queue_full_recorded, queue_room_check
 from chat.models import Message, Session
 from chat.usage import usage_add
 
@@ -98,6 +99,7 @@ class DjangoQueueStore:
             self._on_failure()
         return True
 
+    @queue_full_recorded()
     def _save_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
         if self.token is None:
             # One process: nothing to fence, so one statement in autocommit mode (no BEGIN/COMMIT
@@ -111,6 +113,8 @@ class DjangoQueueStore:
     def _write_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
         request = item.request
         if new:
+            if status == Message.PENDING:
+                queue_room_check(self.session_id, request.message_id)
             # The message's first write claims its id: the (session, message_id) constraint is the one rule
             # for duplicate ids, whatever the message collides with (queued, running, history).
             with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
@@ -200,6 +204,7 @@ class DjangoQueueStore:
         Session.objects.filter(id=self.session_id, seq_reserved__lt=reserved).update(seq_reserved=reserved)
 
 
+@queue_full_recorded()
 def message_store_pending(*, session_id: str, request: Any) -> None:
     """Store a message before its owner process has seen it (docs/architecture.md: the database is the
     truth). This write claims its id (a duplicate is refused, as the owner's store refuses one). It has
@@ -207,6 +212,7 @@ def message_store_pending(*, session_id: str, request: Any) -> None:
     next owner when it loads the queue (stored ones without a position go last, oldest first)."""
     try:
         with transaction.atomic():
+            queue_room_check(session_id, request.message_id)
             _insert_user_message(session_id, request, Message.PENDING)
     except IntegrityError:
         raise _duplicate(request.message_id) from None

@@ -8,6 +8,7 @@ records wherever there is one:
 - :mod:`agentsite.audit.context`: who is acting and from which address (the request or socket at hand);
 - :mod:`agentsite.audit.tracking`: every write of site configuration as a diff, secrets masked;
 - :mod:`agentsite.audit.logins`: logins, failed logins and logouts (Django's signals);
+- :mod:`agentsite.audit.limits`: per-user limits a user ran into, once per window (not one entry per refusal);
 - :mod:`agentsite.audit.api` and :mod:`agentsite.audit.admin`: reading it (REST for staff, read-only admin).
 
 Nothing here imports models at package import time: apps import it before Django is ready.

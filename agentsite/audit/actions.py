@@ -21,6 +21,7 @@ CRON_JOB_DELETE = "cron.job_delete"
 CRON_RUN = "cron.run"
 AUDIT_PRUNE = "audit.prune"
 QUOTA_EXCEEDED = "quota.exceeded"
+LIMIT_HIT = "limit.hit"
 ACTIONS = (
     LOGIN,
     LOGIN_FAILED,
@@ -40,4 +41,5 @@ ACTIONS = (
     CRON_RUN,
     AUDIT_PRUNE,
     QUOTA_EXCEEDED,
+    LIMIT_HIT,
 )

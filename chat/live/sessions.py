@@ -28,11 +28,12 @@ from agentsite.credentials import AccountWatch
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError
+from agentsite.ratelimit import TokenBuckets
 from chat.live.commands import Command
 from chat.live.controller import SessionController
 from chat.live.events import SEQ_BLOCK, EventLog
 from chat.live.registry import LiveRegistry
-from chat.live.slots import TurnSlots
+from chat.live.slots import FREE, Slot, TurnSlots
 from chat.live.sockets import Sockets
 from chat.markdown import render_markdown
 from chat.models import Message, Session
@@ -123,6 +124,10 @@ class LiveSessions(ABC):
         self.accounts = AccountWatch(on_user_ended=self._user_ended)
         # A user's turns at once, across the deployment (the cluster counts them in Redis).
         self.slots = TurnSlots(settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
+        # A user's open sockets and SSE streams, across the deployment (the cluster counts them in Redis).
+        self.connections = TurnSlots(settings.AGENTSITE_USER_MAX_SOCKETS)
+        # Each user's counted socket frames in this process (AGENTSITE_WS_RATE: agentsite/ratelimit.py).
+        self.frame_rate = TokenBuckets()
         self._started = False
         self._start_lock: asyncio.Lock | None = None
         self._janitor: asyncio.Task[None] | None = None
@@ -203,6 +208,15 @@ class LiveSessions(ABC):
     @abstractmethod
     async def recover_interrupted_turns(self) -> int:
         """At start-up: end every turn that was running when its process stopped (before serving)."""
+
+    async def open_connection(self, user_id: int) -> Slot | None:
+        """A slot for one more socket or SSE stream of the user, held while it is open (`release()` when it
+        goes); None when they have AGENTSITE_USER_MAX_SOCKETS open already, on any process (docs/protocol.md
+        §6.6). One Redis call with several processes, none in one."""
+        await self.start()
+        if self.connections.limit <= 0:
+            return FREE
+        return await self.connections.take(user_id)
 
     async def watcher_count(self, session_id: str) -> int:
         """Open sockets on the session (who would see a confirmation)."""

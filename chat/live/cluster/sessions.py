@@ -108,6 +108,8 @@ class ClusterSessions(LiveSessions):
         await self.ownership.start()
         limit, deployment = settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS, settings.CACHE_PREFIX
         self.slots = RedisTurnSlots(self.redis, limit, deployment).start()
+        sockets = settings.AGENTSITE_USER_MAX_SOCKETS
+        self.connections = RedisTurnSlots(self.redis, sockets, deployment, kind="sockets").start()
         self.watch = Watch(self)
         self.watch.start()
 
@@ -117,6 +119,7 @@ class ClusterSessions(LiveSessions):
 
     async def _stop(self) -> None:
         await self.slots.stop()
+        await self.connections.stop()
         await asyncio.gather(*(relay.aclose() for relay in self._relays.values()))
         self._relays.clear()
         if self.ownership is not None:

@@ -1,4 +1,5 @@
-"""Per-user turn slots across every process (docs/protocol.md §6.4), in Redis.
+"""Per-user slots across every process, in Redis: a user's running turns (docs/protocol.md §6.4) and open
+sockets and SSE streams (§6.6), each kind counted in a set of its own.
 
 A user's running turns are members of the sorted set `agentsite:<deployment>:turns:<user>` (user ids are
 per database: the deployment's cache prefix keeps apart those that share one Redis), scored by when each
@@ -7,6 +8,8 @@ third of its lifetime while its turn runs, so the slots of a process that died f
 controllers are woken at once when a slot is given back here, and every half second while they wait
 (a slot may have been given back by another process). When Redis does not answer, a turn is not held up
 by fairness: it gets a slot that counts only here (and the outage is told elsewhere: chat/live/cluster).
+Open sockets are counted the same way in `agentsite:<deployment>:sockets:<user>` (kind "sockets"): a
+socket's slot lives while it is open, so the sockets of a killed process stop counting within a lifetime.
 """
 
 from __future__ import annotations
@@ -39,16 +42,17 @@ return 1
 
 
 class RedisTurnSlots(TurnSlots):
-    def __init__(self, redis: Any, limit: int, deployment: str = "") -> None:
+    def __init__(self, redis: Any, limit: int, deployment: str = "", kind: str = "turns") -> None:
         super().__init__(limit)
         self.redis = redis
         self._deployment = deployment
+        self._kind = kind
         self._take = redis.register_script(_TAKE)
         self._mine: dict[str, int] = {}  # member → user, the slots this process holds
         self._task: asyncio.Task[None] | None = None
 
     def _key(self, user_id: int) -> str:
-        return deployment_key("turns", user_id, self._deployment)
+        return deployment_key(self._kind, user_id, self._deployment)
 
     def start(self) -> RedisTurnSlots:
         if self._task is None and self.limit > 0:
@@ -71,7 +75,7 @@ class RedisTurnSlots(TurnSlots):
                 keys=[self._key(user_id)], args=[now, now + SLOT_SECONDS, member, self.limit]
             )
         except (RedisError, OSError):
-            logger.warning("turn slots: Redis does not answer; counting user %s's turns here only", user_id)
+            logger.warning("%s slots: Redis does not answer; counting user %s's here", self._kind, user_id)
             return await super().take(user_id)
         if not taken:
             return None
@@ -88,7 +92,7 @@ class RedisTurnSlots(TurnSlots):
         try:
             await self.redis.zrem(self._key(user_id), member)
         except (RedisError, OSError):
-            logger.warning("turn slots: could not give back a slot of user %s (it expires)", user_id)
+            logger.warning("%s slots: could not give back user %s's slot (it expires)", self._kind, user_id)
         self.wake(user_id)
 
     async def _tend_forever(self) -> None:
@@ -103,11 +107,15 @@ class RedisTurnSlots(TurnSlots):
                     await self._renew()
 
     async def _renew(self) -> None:
+        """One ZADD per user (with every slot of theirs held here), not one per slot: a process may hold
+        thousands of sockets' slots."""
         expiry = time.time() + SLOT_SECONDS
+        by_user: dict[int, dict[str, float]] = {}
+        for member, user_id in list(self._mine.items()):
+            by_user.setdefault(user_id, {})[member] = expiry
         async with self.redis.pipeline(transaction=False) as pipe:
-            for member, user_id in list(self._mine.items()):
-                pipe.zadd(self._key(user_id), {member: expiry}, xx=True)
-            for user_id in set(self._mine.values()):
+            for user_id, members in by_user.items():
+                pipe.zadd(self._key(user_id), members, xx=True)
                 pipe.pexpire(self._key(user_id), int(SLOT_SECONDS * 1000) + 1000)
             await pipe.execute()
 
