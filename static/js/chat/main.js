@@ -35,6 +35,7 @@
 
   let socket = null;
   let retry = 0;
+  let retryIn = 0; // when set: the next reconnect waits this long (ms) instead of the backoff
   let lastSeq = null; // highest seq applied
   let liveFrom = Infinity; // events with seq > liveFrom change queue state (set by `connected`)
   let finishedInHistory = new Set(); // turns whose whole output came from stored history
@@ -363,6 +364,16 @@
       }
       return;
     }
+    if (data.code === "too_many_sockets") {
+      // The account has as many sockets open as it may (other tabs, clients): say so and try again
+      // slowly (close 4429), never in a tight loop.
+      conn.textContent = "too many connections";
+      conn.className = "badge bad";
+      conn.title = data.message || "";
+      notice(data.message || data.code);
+      retryIn = 30000;
+      return;
+    }
     if (data.code === "unauthorized") return signOut(data.message);
     if (["not_found", "closed"].includes(data.code)) {
       conn.textContent = data.code === "closed" ? "closed" : data.message || data.code;
@@ -406,11 +417,14 @@
       window.clearTimeout(stableTimer);
       if (retry < 0) return;
       if (e.code === 1009 && !frameTooLarge()) return;
-      conn.textContent = "reconnecting…";
-      conn.className = "badge warn";
+      if (!retryIn) { // (a slow retry keeps saying why it waits)
+        conn.textContent = "reconnecting…";
+        conn.className = "badge warn";
+      }
       // 0.5 s, 1 s, 2 s … 30 s (with jitter), until a socket has stayed open for 10 s.
       retry = Math.min(retry + 1, 7);
-      window.setTimeout(connect, Math.min(30000, 250 * 2 ** retry) * (0.8 + Math.random() * 0.4));
+      window.setTimeout(connect, retryIn || Math.min(30000, 250 * 2 ** retry) * (0.8 + Math.random() * 0.4));
+      retryIn = 0;
     };
   }
 
