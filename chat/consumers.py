@@ -81,6 +81,9 @@ class ChatConsumer(LeanWebsocketConsumer):
             await self._connect()
         except (OperationalError, InterfaceError):
             await self._refuse("unavailable", "The database does not answer; reconnect.", CLOSE_TRY_AGAIN)
+        except BaseException:
+            self._give_back_slot()  # whatever went wrong, the socket does not keep counting
+            raise
 
     async def _connect(self) -> None:
         if self.scope.get("unavailable"):
