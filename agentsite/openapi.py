@@ -194,11 +194,13 @@ retained event after SEQ (or sends `resync`); `?create=1` (with `agent_name=`, `
 One JSON object per text frame; frames over `AGENTSITE_WS_MAX_FRAME_BYTES` close the socket with 1009.
 
 - The server first sends `{"type": "connected", "session_id", "snapshot", "last_seq"}`, or an `error` and a
-  close: `unauthorized` (4401), `not_found` (4404), `closed` (4410); with `create`, also `session_exists`
+  close: `unauthorized` (4401), `not_found` (4404), `closed` (4410), `too_many_sockets` (4429: the user has
+  `AGENTSITE_USER_MAX_SOCKETS` sockets and event streams open); with `create`, also `session_exists`
   (4409), `invalid` and `limit_reached` (4400).
 - Client frames: `ping`; `message {content, message_id?, steer?, config?, approval_mode?, model?}` (the body
   of `POST …/messages`); `steer {message_id}`; `remove {message_id}`; `cancel`;
-  `confirmation_reply {confirmation_id, approved, option_id?}`.
+  `confirmation_reply {confirmation_id, approved, option_id?}`. All but `ping` count against
+  `AGENTSITE_WS_RATE`: past it a frame does nothing and gets `error rate_limited` with `retry_after`.
 - Server events, each with a per-session `seq`: `message_status`, `delta`, `thinking`, `tool_call`,
   `tool_result`, `delegate_update`, `confirmation_request`, `confirmation_resolved`, `final_answer`,
   `result`; without one: `pong`, `resync {snapshot, last_seq}` and `error {code, message, message_id?}`,
