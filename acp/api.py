@@ -14,6 +14,7 @@ from acp.services import RunnerEnvError, runner_delete, runner_get, runner_list,
 from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
 from agentsite.errors import ApiError
 from agentsite.openapi import errors
+from agentsite.validation import invalid
 
 RUNNER_NOT_FOUND = errors({404: "not_found: no such agent, or no such runner of it"})
 
@@ -61,7 +62,7 @@ class AgentRunnerApi(AgentConfigApi):
         try:
             stored = runner_upsert(agent=agent, name=runner, data=data.validated_data)
         except RunnerEnvError as exc:
-            raise ApiError(400, "invalid", f"env: {exc}", fields={"env": [str(exc)]}) from None
+            raise invalid({"env": [str(exc)]}) from None
         return Response(stored.to_dict())
 
     @extend_schema(

@@ -29,6 +29,7 @@ from agentsite.errors import ApiError
 from agentsite.openapi import PAGE_PARAMETERS, errors
 from agentsite.pagination import CursorPage
 from agentsite.permissions import IsStaffOrReadOnly
+from agentsite.validation import invalid
 
 STAFF_ONLY = "forbidden: only staff can change site configuration"
 AGENT_NOT_FOUND = errors({404: "not_found: no such agent"})
@@ -247,8 +248,7 @@ class AgentConfigApi(APIView):
     def _named(self, kind: str, name: str) -> str:
         """The name of a runner or MCP server from its URL (`PUT` creates it): 1-64 of `[A-Za-z0-9_-]`."""
         if not _CONFIG_NAME.fullmatch(name):
-            message = f"A {kind} name is 1-64 letters, digits, '_' or '-'."
-            raise ApiError(400, "invalid", f"name: {message}", fields={"name": [message]})
+            raise invalid({"name": [f"A {kind} name is 1-64 letters, digits, '_' or '-'."]})
         return name
 
     def _set(self, name: str, tool: str, enabled: bool | None) -> Response:

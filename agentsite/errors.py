@@ -16,6 +16,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 
 from agentsite.exceptions import DomainError, ServiceUnavailable
+from agentsite.validation import drf_fields, summary
 
 logger = logging.getLogger(__name__)
 
@@ -65,23 +66,6 @@ class RateLimited(exceptions.Throttled):
         self.wait = retry_after
 
 
-def _fields(detail: Any, path: str = "") -> dict[str, list[str]]:
-    """DRF's validation detail as the contract's `fields`: each problem under its field's name, a nested one
-    under its dotted path (`allowed_models.0`, `env.HOME`), as pydantic-validated bodies name them too."""
-    if isinstance(detail, dict):
-        found: dict[str, list[str]] = {}
-        for key, value in detail.items():
-            found.update(_fields(value, f"{path}.{key}" if path else str(key)))
-        return found
-    if isinstance(detail, list) and any(isinstance(item, (dict, list)) for item in detail):
-        found = {}
-        for index, item in enumerate(detail):  # a list of nested objects: {} for each valid one
-            found.update(_fields(item, f"{path}.{index}" if path else str(index)))
-        return found
-    problems = detail if isinstance(detail, list) else [detail]
-    return {path or "non_field_errors": [str(problem) for problem in problems]}
-
-
 _CODES = {
     status.HTTP_401_UNAUTHORIZED: "unauthorized",
     status.HTTP_403_FORBIDDEN: "forbidden",
@@ -115,13 +99,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        fields = _fields(exc.detail)
-        first = next(((name, problems) for name, problems in fields.items() if problems), None)
-        message = "Invalid input."
-        if first is not None:
-            name, problems = first
-            message = f"{name}: {problems[0]}" if name != "non_field_errors" else problems[0]
-        response.data = error_body("invalid", message, fields)
+        fields = drf_fields(exc.detail)
+        response.data = error_body("invalid", summary(fields), fields)
         return response
     if isinstance(exc, exceptions.ParseError):
         response.data = error_body("invalid_json", f"The request body is not valid JSON: {exc.detail}")

@@ -8,6 +8,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agentsite.validation import invalid
+
 
 class StrictBooleanField(serializers.BooleanField):
     """Only JSON true/false: "yes", 1 or "true" are refused."""
@@ -106,23 +108,19 @@ class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
 FLAG_TRUE, FLAG_FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
-def query_int(raw: str, name: str, message: str) -> int:
+def query_int(raw: str, name: str, problem: str) -> int:
     """An integer query parameter (`?days=`, `?limit=`, `?since=`) written as the schema's integers are: ASCII
     digits with an optional minus. Python's int() also takes spaces, `+`, `_` and other scripts' digits; an
-    empty value is no number either. Else 400 `invalid` with `message`."""
-    from agentsite.errors import ApiError
-
+    empty value is no number either. Else 400 `invalid` with `problem` ("Must be …") under `name`."""
     if not (raw.isascii() and raw.removeprefix("-").isdigit()):
-        raise ApiError(400, "invalid", message, fields={name: [message]})
+        raise invalid({name: [problem]})
     return int(raw)
 
 
 def query_flag(raw: str | None, name: str) -> bool:
     """A true/false query parameter (`?archived=`, `?unread_only=`, `?hide=`): `true|false|1|0|yes|no` in any
     case; absent or empty is false; anything else is 400 `invalid`."""
-    from agentsite.errors import ApiError
-
     value = (raw or "").lower()  # not stripped: " true" is not one of the spellings (the schema's pattern)
     if value in FLAG_TRUE or value in FLAG_FALSE or value == "":
         return value in FLAG_TRUE
-    raise ApiError(400, "invalid", f"{name} must be true or false.", fields={name: ["must be true or false"]})
+    raise invalid({name: ["Must be true or false."]})

@@ -9,8 +9,8 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
-from agentsite.errors import ApiError
 from agentsite.fields import query_int
+from agentsite.validation import invalid
 
 
 class CursorPage(CursorPagination):
@@ -24,9 +24,10 @@ class CursorPage(CursorPagination):
         raw = request.query_params.get(self.page_size_query_param)
         if raw is None:
             return self.page_size
-        value = query_int(raw, "limit", "limit must be an integer between 1 and 500.")
+        problem = f"Must be an integer between 1 and {self.max_page_size}."
+        value = query_int(raw, "limit", problem)
         if not 1 <= value <= self.max_page_size:
-            raise ApiError(400, "invalid", "limit must be an integer between 1 and 500.")
+            raise invalid({"limit": [problem]})
         return value
 
     def decode_cursor(self, request: Any) -> Any:
@@ -34,7 +35,7 @@ class CursorPage(CursorPagination):
         try:
             return super().decode_cursor(request)
         except NotFound:
-            raise ApiError(400, "invalid", "cursor is not valid; pass a `next` you received.") from None
+            raise invalid({"cursor": ["Not a cursor of this list; pass a `next` you received."]}) from None
 
     def get_paginated_response(self, data: list[Any]) -> Response:
         return Response({"results": data, "next": self._cursor_of(self.get_next_link())})

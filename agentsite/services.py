@@ -13,8 +13,8 @@ from django.utils import timezone
 from agentsite.audit.actions import KEY_CREATE, KEY_REVOKE
 from agentsite.audit.services import audit_record
 from agentsite.db import select_row
-from agentsite.exceptions import DomainError
 from agentsite.models import DISPLAY_PREFIX_LENGTH, KEY_PREFIX, ApiKey, generate_key, hash_key
+from agentsite.validation import invalid
 
 LOCAL_USERNAME = "local"
 # Writing last_used_at on every request would turn every read into a write; once a minute is plenty.
@@ -26,11 +26,7 @@ def api_key_create(*, user: User, name: str = "", expires_at: datetime | None = 
     """Create a key and return it with its secret, which is shown once and never stored (nor audited).
     `expires_at` (optional) must lie in the future."""
     if expires_at is not None and expires_at <= timezone.now():
-        raise DomainError(
-            "expires_at must be in the future.",
-            code="invalid",
-            fields={"expires_at": ["Must be in the future."]},
-        )
+        raise invalid({"expires_at": ["Must be in the future."]})
     secret = generate_key()
     key = ApiKey.objects.create(
         user=user,

@@ -24,6 +24,7 @@ from agentsite.exceptions import DomainError, RateExceeded, ServiceUnavailable
 from agentsite.fields import query_flag
 from agentsite.internals import LeanWebsocketConsumer
 from agentsite.ratelimit import FRAMES_REASON, frame_allowed, scope_address
+from agentsite.validation import drf_fields, invalid
 from chat import inputs
 from chat.exceptions import TooManySockets
 from chat.live import UNAVAILABLE, Attachment, LiveSessions, Unavailable, live_sessions
@@ -113,7 +114,7 @@ class ChatConsumer(LeanWebsocketConsumer):
                 await database_sync_to_async(session_get_or_create_open)(user=self.scope["user"], **create)
         except DomainError as exc:
             code, close_code = _REFUSALS.get(exc.code, (exc.code, CLOSE_INVALID))
-            await self._refuse(code, exc.message, close_code)
+            await self._refuse(code, exc.message, close_code, fields=exc.fields)
             return
         try:
             attachment = await live.attach(self.session_id, self._since())
@@ -198,13 +199,14 @@ class ChatConsumer(LeanWebsocketConsumer):
                 data[name] = value
         fields = SessionCreateSerializer(data=data)
         if not fields.is_valid():
-            problems = "; ".join(f"{name}: {' '.join(map(str, why))}" for name, why in fields.errors.items())
-            raise inputs.InvalidInput(f"Cannot create the session: {problems}")
+            raise invalid(drf_fields(fields.errors), lead="Cannot create the session: ")
         return dict(fields.validated_data)
 
-    async def _refuse(self, code: str, message: str, close_code: int) -> None:
+    async def _refuse(
+        self, code: str, message: str, close_code: int, *, fields: dict[str, list[str]] | None = None
+    ) -> None:
         self._give_back_slot()  # at once: the close handshake may take a while
-        await self._send_error(DomainError(message, code=code))
+        await self._send_error(DomainError(message, code=code, fields=fields))
         await self.close(code=close_code)
 
     def _give_back_slot(self) -> None:
@@ -274,9 +276,8 @@ class ChatConsumer(LeanWebsocketConsumer):
         try:
             await self._handle(inputs.parse_frame(data))
         except inputs.InvalidInput as exc:
-            await self._send_error(
-                DomainError(f"Invalid '{data.get('type')}' frame: {exc.message}.", code="invalid_frame")
-            )
+            message = f"Invalid '{data.get('type')}' frame: {exc.message}"
+            await self._send_error(DomainError(message, code="invalid_frame", fields=exc.fields))
         except DomainError as exc:
             await self._send_error(exc)
         except (OperationalError, InterfaceError):
@@ -324,9 +325,4 @@ class ChatConsumer(LeanWebsocketConsumer):
 
 def error_frame(exc: DomainError) -> dict[str, Any]:
     """A domain error as the `error` frame that goes to the socket whose frame caused it."""
-    data: dict[str, Any] = {"code": exc.code, "message": exc.message}
-    if exc.message_id is not None:
-        data["message_id"] = exc.message_id
-    if isinstance(exc, RateExceeded):
-        data["retry_after"] = exc.retry_after
-    return {"type": "error", "data": data}
+    return {"type": "error", "data": exc.to_dict()}  # with `retry_after` (rate limited), `fields` (invalid)

@@ -55,6 +55,7 @@ from agentsite.fields import query_flag, query_int
 from agentsite.isotime import iso
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import errors, flag_parameter
+from agentsite.validation import invalid
 from chat.files_preview import preview
 from chat.models import Session
 from chat.quota import workspace_quota
@@ -123,12 +124,14 @@ def _describe(folder: str, entry: Entry) -> dict[str, Any]:
 
 
 def _page_params(request: Request) -> tuple[int, int]:
-    message = f"limit must be 1-{LIST_MAX}; cursor a `next` you received."
+    limit_problem, cursor_problem = f"Must be an integer from 1 to {LIST_MAX}.", "Pass a `next` you received."
     limit, cursor = request.query_params.get("limit"), request.query_params.get("cursor")
-    limit_value = LIST_LIMIT if limit is None else query_int(limit, "limit", message)
-    start = query_int(cursor, "cursor", message) if cursor else 0
-    if not 1 <= limit_value <= LIST_MAX or start < 0:
-        raise ApiError(400, "invalid", message)
+    limit_value = LIST_LIMIT if limit is None else query_int(limit, "limit", limit_problem)
+    start = query_int(cursor, "cursor", cursor_problem) if cursor else 0
+    if not 1 <= limit_value <= LIST_MAX:
+        raise invalid({"limit": [limit_problem]})
+    if start < 0:
+        raise invalid({"cursor": [cursor_problem]})
     return limit_value, start
 
 

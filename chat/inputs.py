@@ -2,8 +2,8 @@
 
 A message (`POST …/messages` or a socket's `message` frame, docs/protocol.md §2, §3.2) is the same
 `MessageInput` on both edges; socket frames add their `type`. Problems become `InvalidInput` (the field
-and why; REST answers `400 invalid` with `fields`, a socket an `error` frame `invalid_frame`) or
-`too_long` (content over 100,000 characters, both edges).
+and why, worded by agentsite/validation.py; REST answers `400 invalid` with `fields`, a socket an `error`
+frame `invalid_frame` with the same `fields`) or `too_long` (content over 100,000 characters, both edges).
 """
 
 from __future__ import annotations
@@ -14,16 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAd
 
 from agents.contract import ApprovalMode
 from agentsite.exceptions import DomainError
+from agentsite.validation import InvalidInput as InvalidInput  # what the parsers below raise
+from agentsite.validation import invalid, pydantic_fields
 
 MAX_CONTENT_CHARS = 100_000
 
 MessageId = Annotated[StrictStr, Field(min_length=1, max_length=128)]
 ShortText = Annotated[StrictStr, Field(min_length=1, max_length=128)]
-
-
-class InvalidInput(DomainError):
-    code = "invalid"
-    status = 400
 
 
 class _Input(BaseModel):
@@ -121,14 +118,7 @@ def _validate[T](adapter: TypeAdapter[T], data: Any, *, skip_first: bool = False
     try:
         return adapter.validate_python(data)
     except ValidationError as exc:
-        fields: dict[str, list[str]] = {}
-        for error in exc.errors(include_url=False):
-            location = error["loc"][1:] if skip_first else error["loc"]
-            where = ".".join(str(part) for part in location) or "non_field_errors"
-            message = "Unknown field." if error["type"] == "extra_forbidden" else error["msg"]
-            fields.setdefault(where, []).append(message)
-        first, problems = next(iter(fields.items()))
-        raise InvalidInput(f"{first}: {problems[0]}", fields=fields) from None
+        raise invalid(pydantic_fields(exc, skip=1 if skip_first else 0)) from None
 
 
 def _checked[T](value: T) -> T:

@@ -18,6 +18,7 @@ from agentsite.errors import ApiError
 from agentsite.fields import query_int
 from agentsite.models import integer_pk
 from agentsite.openapi import errors
+from agentsite.validation import invalid
 from chat.usage import MAX_DAYS, usage_report
 
 DEFAULT_DAYS = 30
@@ -26,10 +27,10 @@ DEFAULT_DAYS = 30
 def report_days(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_DAYS
-    message = f"days must be a whole number from 1 to {MAX_DAYS}."
-    days = query_int(raw, "days", message)
+    problem = f"Must be a whole number from 1 to {MAX_DAYS}."
+    days = query_int(raw, "days", problem)
     if not 1 <= days <= MAX_DAYS:
-        raise ApiError(400, "invalid", message, fields={"days": [message]})
+        raise invalid({"days": [problem]})
     return days
 
 

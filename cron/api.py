@@ -16,6 +16,7 @@ from agentsite.errors import ApiError
 from agentsite.fields import query_flag
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
+from agentsite.validation import InvalidInput, invalid
 from cron import inbox, runner, services
 from cron.exceptions import CronError
 from cron.models import CronJob, InboxItem
@@ -40,8 +41,8 @@ JOB_INVALID = "invalid: `fields` names each problem (dotted paths: `schedule.cro
 ITEM_NOT_FOUND = errors({404: "not_found: no such inbox item of yours"})
 
 
-def _invalid(exc: SpecError) -> ApiError:
-    return ApiError(400, "invalid", str(exc), fields=exc.fields)
+def _invalid(exc: SpecError) -> InvalidInput:
+    return invalid(exc.fields)
 
 
 def _job(request: Request, job_id: str) -> CronJob:

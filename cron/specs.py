@@ -17,8 +17,10 @@ from typing import Any, Literal, Self
 
 from cronsim import CronSim, CronSimError
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import ValidationInfo
+
+from agentsite.validation import NON_FIELD, pydantic_fields, summary, worded
 
 __all__ = [
     "MAX_INTERVAL_SECONDS",
@@ -34,7 +36,6 @@ __all__ = [
     "TargetSpec",
     "check_cron",
     "check_timezone",
-    "error_fields",
     "parse_job",
     "parse_spec",
     "validate_not_past",
@@ -49,16 +50,15 @@ MAX_INTERVAL_SECONDS = 366 * 24 * 3600
 MAX_TEXT_CHARS = 100_000
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9:._-]{1,128}")
-_NON_FIELD_KEY = "non_field_errors"
 
 
 class SpecError(ValueError):
-    """A spec that cannot be accepted; ``fields`` is the 400 body's ``fields`` map."""
+    """A spec that cannot be accepted; ``fields`` is the 400 body's ``fields`` map, in the wording of every
+    other 400 (agentsite/validation.py), and the message its first problem."""
 
     def __init__(self, fields: dict[str, list[str]]) -> None:
-        self.fields = fields
-        first_path, messages = next(iter(fields.items()), ("", ["invalid"]))
-        super().__init__(f"{first_path}: {messages[0]}" if first_path else messages[0])
+        self.fields = worded(fields)
+        super().__init__(summary(self.fields))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,48 +335,18 @@ class DispatchSpec(_Spec):
     mode: Literal["stream", "final"] = "stream"
 
 
-# --------------------------------------------------------------------------------------------------
-# Errors in the API's shape
-# --------------------------------------------------------------------------------------------------
-
-
-def error_fields(exc: ValidationError, *, prefix: str = "") -> dict[str, list[str]]:
-    """Turn a pydantic ValidationError into the 400 ``fields`` map: ``{"schedule.cron": [reason]}``.
-
-    ``prefix`` is where the model sits in the request body (``"schedule"``, ``"dispatch"``); list
-    positions appear as numbers (``request.input.0.content``). Errors about the whole object go under
-    the prefix itself, or ``non_field_errors`` as DRF does.
-    """
-    fields: dict[str, list[str]] = {}
-    for error in exc.errors(include_url=False):
-        path = ".".join(str(part) for part in (prefix, *error["loc"]) if part != "")
-        fields.setdefault(path or _NON_FIELD_KEY, []).append(_message(error))
-    return fields
-
-
-# pydantic's wording where ours says more to someone writing a job by hand.
-_FRIENDLIER = {
-    "timezone_aware": "must include a UTC offset, e.g. 2030-01-01T09:00:00Z",
-    "extra_forbidden": "unknown field",
-    "missing": "this field is required",
-}
-
-
-def _message(error: ErrorDetails) -> str:
-    return _FRIENDLIER.get(error["type"], error["msg"].removeprefix("Value error, "))
-
-
 def parse_spec[SpecT: BaseModel](model: type[SpecT], data: Any, *, prefix: str = "") -> SpecT:
     """Validate ``data`` (parsed JSON) as ``model``; on failure raise SpecError with the fields map.
 
-    Why a wrapper: API, admin and scheduler then share one error shape and never see pydantic's.
+    Why a wrapper: API, admin and scheduler then share one error shape (agentsite/validation.py: the
+    one every edge answers with) and never see pydantic's.
     """
     if not isinstance(data, Mapping):
-        raise SpecError({prefix or _NON_FIELD_KEY: ["must be a JSON object"]})
+        raise SpecError({prefix or NON_FIELD: ["must be a JSON object"]})
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(error_fields(exc, prefix=prefix)) from None
+        raise SpecError(pydantic_fields(exc, prefix=prefix)) from None
 
 
 def validate_not_past(spec: ScheduleSpec, now: dt.datetime, *, prefix: str = "schedule") -> None:
@@ -387,7 +357,9 @@ def validate_not_past(spec: ScheduleSpec, now: dt.datetime, *, prefix: str = "sc
     if spec.type != "once" or spec.run_at is None or spec.run_at > now:
         return
     path = f"{prefix}.run_at" if prefix else "run_at"
-    raise SpecError({path: [f"is in the past ({spec.run_at.isoformat()} is not after {now.isoformat()})"]})
+    raise SpecError(
+        {path: [f"This time is in the past ({spec.run_at.isoformat()} is not after {now.isoformat()})."]}
+    )
 
 
 # --------------------------------------------------------------------------------------------------

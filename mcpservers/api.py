@@ -13,6 +13,7 @@ from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
 from agents.models import Agent
 from agentsite.errors import ApiError
 from agentsite.openapi import errors
+from agentsite.validation import invalid
 from mcpservers.models import McpServer
 from mcpservers.serializers import (
     McpServerInputSerializer,
@@ -73,7 +74,7 @@ class AgentMcpServerApi(_ServerApi):
         try:
             stored = server_upsert(agent=agent, name=server, data=data.validated_data)
         except SecretKeepError as exc:
-            raise ApiError(400, "invalid", f"{exc.field}: {exc}", fields={exc.field: [str(exc)]}) from None
+            raise invalid({exc.field: [str(exc)]}) from None
         return Response(stored.to_dict())
 
     @extend_schema(

@@ -16,10 +16,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentsite.audit.models import AuditEntry
-from agentsite.errors import ApiError
 from agentsite.models import integer_pk
 from agentsite.openapi import PAGE_PARAMETERS, errors
 from agentsite.pagination import CursorPage
+from agentsite.validation import invalid
 
 
 class IsStaff(BasePermission):
@@ -45,8 +45,7 @@ def parse_instant(name: str, raw: str | None) -> dt.datetime | None:
     except ValueError:
         value = None
     if value is None:
-        message = f"{name} must be an ISO 8601 time (2026-01-02T03:04:05Z) or date."
-        raise ApiError(400, "invalid", message, fields={name: [message]})
+        raise invalid({name: ["Must be an ISO 8601 time (2026-01-02T03:04:05Z) or date."]})
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 

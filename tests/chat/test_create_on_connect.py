@@ -82,7 +82,7 @@ async def test_a_closed_session_of_the_user_stays_closed(alice: Any, alice_key: 
         ("no-agent", {"agent_name": "nope"}, "not_found", 4404, "Agent nope not found"),
         ("bad id!", {}, "invalid", 4400, "session_id"),
         ("long-title", {"title": "x" * 201}, "invalid", 4400, "title"),
-        ("bad-flag", {"create": "maybe"}, "invalid", 4400, "create must be true or false"),
+        ("bad-flag", {"create": "maybe"}, "invalid", 4400, "create: Must be true or false."),
     ],
 )
 async def test_what_post_refuses_is_refused_and_nothing_is_made(

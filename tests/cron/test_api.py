@@ -152,7 +152,7 @@ def test_a_digit_of_another_script_is_named_not_a_parser_error(
 def test_a_cron_string_with_six_fields_says_how_many_are_expected(api: Any, alice_key: str) -> None:
     fields = fields_of(api(alice_key).post(JOBS, agent_job(schedule={"type": "cron", "cron": "0 0 * * * *"})))
 
-    assert "expected 5 fields" in fields["schedule.cron"][0]
+    assert "Expected 5 fields" in fields["schedule.cron"][0]
 
 
 def test_an_unknown_timezone_is_refused(api: Any, alice_key: str) -> None:
@@ -160,7 +160,7 @@ def test_an_unknown_timezone_is_refused(api: Any, alice_key: str) -> None:
 
     fields = fields_of(api(alice_key).post(JOBS, body))
 
-    assert "unknown timezone 'Mars/Olympus'" in fields["schedule.timezone"][0]
+    assert "Unknown timezone 'Mars/Olympus'" in fields["schedule.timezone"][0]
 
 
 def test_a_once_schedule_in_the_past_is_refused(api: Any, alice_key: str) -> None:
@@ -186,7 +186,7 @@ def test_an_agent_job_without_input_and_a_text_job_without_text_are_refused(api:
 def test_an_unknown_agent_is_refused(api: Any, alice_key: str) -> None:
     fields = fields_of(api(alice_key).post(JOBS, agent_job(agent="nobody")))
 
-    assert fields["agent"] == ["unknown agent 'nobody'"]
+    assert fields["agent"] == ["Unknown agent 'nobody'."]
 
 
 def test_a_target_session_of_another_user_is_refused(api: Any, alice_key: str, bob: Any) -> None:
@@ -195,7 +195,7 @@ def test_a_target_session_of_another_user_is_refused(api: Any, alice_key: str, b
     fields = fields_of(api(alice_key).post(JOBS, agent_job(session_id="bobs-session")))
 
     # The answer does not say whose it is: the same sentence as for a closed session of one's own.
-    assert fields["dispatch.target.session_id"] == ["session 'bobs-session' is not an open session of yours"]
+    assert fields["dispatch.target.session_id"] == ["Session 'bobs-session' is not an open session of yours."]
 
 
 def test_target_user_id_must_be_the_owner(api: Any, alice: Any, alice_key: str) -> None:

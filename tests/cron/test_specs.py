@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from agentsite.validation import pydantic_fields
 from cron.specs import (
     MAX_TEXT_CHARS,
     MIN_INTERVAL_SECONDS,
@@ -16,7 +17,6 @@ from cron.specs import (
     ScheduleSpec,
     SpecError,
     check_cron,
-    error_fields,
     parse_spec,
     validate_not_past,
 )
@@ -76,20 +76,20 @@ def test_cron_whitespace_is_normalised() -> None:
 @pytest.mark.parametrize(
     ("expression", "reason"),
     [
-        ("0 0 8 * * 1-5", "expected 5 fields (minute hour day-of-month month day-of-week), got 6"),
-        ("garbage", "expected 5 fields (minute hour day-of-month month day-of-week), got 1"),
+        ("0 0 8 * * 1-5", "Expected 5 fields (minute hour day-of-month month day-of-week), got 6"),
+        ("garbage", "Expected 5 fields (minute hour day-of-month month day-of-week), got 1"),
         ("@daily", "macros like @daily are not supported"),
-        ("61 * * * *", "minute field '61': 61 is out of range (allowed: 0-59)"),
-        ("0 24 * * *", "hour field '24': 24 is out of range (allowed: 0-23)"),
-        ("1-60/5 * * * *", "minute field '1-60/5': 60 is out of range"),
-        ("0 0 * 13 *", "month field '13': 13 is out of range (allowed: 1-12 or JAN-DEC)"),
-        ("0 0 * * 8", "day-of-week field '8': 8 is out of range"),
-        ("x y z w v", "minute field 'x': 'x' is not a number"),
-        ("0 0 * * FOO", "day-of-week field 'FOO': 'FOO' is not a number or a name"),
-        ("*/0 * * * *", "minute field '*/0': a step must be at least 1"),
-        ("5-3 * * * *", "minute field '5-3': range 5-3 runs backwards"),
-        ("1,,2 * * * *", "minute field '1,,2': empty list item"),
-        ("0 0 30 2 *", "day-of-month '30' never occurs in month '2'"),
+        ("61 * * * *", "Minute field '61': 61 is out of range (allowed: 0-59)"),
+        ("0 24 * * *", "Hour field '24': 24 is out of range (allowed: 0-23)"),
+        ("1-60/5 * * * *", "Minute field '1-60/5': 60 is out of range"),
+        ("0 0 * 13 *", "Month field '13': 13 is out of range (allowed: 1-12 or JAN-DEC)"),
+        ("0 0 * * 8", "Day-of-week field '8': 8 is out of range"),
+        ("x y z w v", "Minute field 'x': 'x' is not a number"),
+        ("0 0 * * FOO", "Day-of-week field 'FOO': 'FOO' is not a number or a name"),
+        ("*/0 * * * *", "Minute field '*/0': a step must be at least 1"),
+        ("5-3 * * * *", "Minute field '5-3': range 5-3 runs backwards"),
+        ("1,,2 * * * *", "Minute field '1,,2': empty list item"),
+        ("0 0 30 2 *", "Day-of-month '30' never occurs in month '2'"),
     ],
 )
 def test_invalid_cron_string_is_refused_with_its_reason(expression: str, reason: str) -> None:
@@ -107,7 +107,7 @@ def test_unknown_timezone_is_refused_with_a_hint() -> None:
 
     assert errors == {
         "schedule.timezone": [
-            "unknown timezone 'Mars/Olympus_Mons'; use an IANA name such as 'Europe/Berlin' or 'UTC'"
+            "Unknown timezone 'Mars/Olympus_Mons'; use an IANA name such as 'Europe/Berlin' or 'UTC'."
         ]
     }
 
@@ -123,7 +123,7 @@ def test_timezone_defaults_to_utc() -> None:
 
 def test_field_of_the_type_is_required() -> None:
     assert schedule_errors({"type": "interval"}) == {
-        "schedule.every_seconds": ["this field is required when type is 'interval'"]
+        "schedule.every_seconds": ["This field is required when type is 'interval'."]
     }
 
 
@@ -133,13 +133,13 @@ def test_field_of_another_type_is_refused_but_null_is_allowed() -> None:
         ScheduleSpec, {"type": "cron", "cron": "0 8 * * *", "every_seconds": None, "run_at": None}
     )
 
-    assert errors == {"schedule.every_seconds": ["only allowed when type is 'interval' (type is 'cron')"]}
+    assert errors == {"schedule.every_seconds": ["Only allowed when type is 'interval' (type is 'cron')."]}
     assert spec.every_seconds is None
 
 
 def test_unknown_schedule_type_is_refused() -> None:
     assert schedule_errors({"type": "weekly"}) == {
-        "schedule.type": ["Input should be 'cron', 'interval' or 'once'"]
+        "schedule.type": ["Input should be 'cron', 'interval' or 'once'."]
     }
 
 
@@ -147,19 +147,19 @@ def test_unknown_schedule_type_is_refused() -> None:
 def test_interval_outside_its_bounds_is_refused(seconds: int) -> None:
     errors = schedule_errors({"type": "interval", "every_seconds": seconds})
 
-    assert errors["schedule.every_seconds"][0].startswith(f"must be between {MIN_INTERVAL_SECONDS} and ")
+    assert errors["schedule.every_seconds"][0].startswith(f"Must be between {MIN_INTERVAL_SECONDS} and ")
 
 
 @pytest.mark.parametrize("value", ["60", 60.0, True])
 def test_interval_is_not_coerced_from_other_types(value: Any) -> None:
     assert schedule_errors({"type": "interval", "every_seconds": value}) == {
-        "schedule.every_seconds": ["Input should be a valid integer"]
+        "schedule.every_seconds": ["Input should be a valid integer."]
     }
 
 
 def test_unknown_key_is_refused() -> None:
     assert schedule_errors({"type": "interval", "every_seconds": 60, "jitter": 5}) == {
-        "schedule.jitter": ["unknown field"]
+        "schedule.jitter": ["Unknown field."]
     }
 
 
@@ -174,12 +174,12 @@ def test_run_at_with_offset_is_stored_in_utc() -> None:
 
 def test_run_at_without_offset_is_refused() -> None:
     assert schedule_errors({"type": "once", "run_at": "2030-07-01T08:30:00"}) == {
-        "schedule.run_at": ["must include a UTC offset, e.g. 2030-01-01T09:00:00Z"]
+        "schedule.run_at": ["Must include a UTC offset, e.g. 2030-01-01T09:00:00Z."]
     }
 
 
 def test_schedule_that_is_not_an_object_is_refused() -> None:
-    assert schedule_errors("0 8 * * *") == {"schedule": ["must be a JSON object"]}
+    assert schedule_errors("0 8 * * *") == {"schedule": ["Must be a JSON object."]}
 
 
 def test_stored_schedule_round_trips_through_to_json() -> None:
@@ -201,7 +201,7 @@ def test_once_at_or_before_now_is_refused(run_at: dt.datetime) -> None:
         validate_not_past(spec, NOW)
 
     assert list(caught.value.fields) == ["schedule.run_at"]
-    assert caught.value.fields["schedule.run_at"][0].startswith("is in the past")
+    assert caught.value.fields["schedule.run_at"][0].startswith("This time is in the past")
 
 
 def test_once_in_the_future_and_other_types_pass_the_past_check() -> None:
@@ -226,26 +226,26 @@ def test_request_role_type_and_part_type_have_defaults() -> None:
 
 def test_request_without_any_text_is_refused() -> None:
     assert request_errors(request_body(" ", "\n")) == {
-        "request.input": ["at least one non-empty text is required"]
+        "request.input": ["At least one non-empty text is required."]
     }
 
 
 def test_request_without_input_is_refused() -> None:
     assert list(request_errors({"input": []})) == ["request.input"]
-    assert request_errors({}) == {"request.input": ["this field is required"]}
+    assert request_errors({}) == {"request.input": ["This field is required."]}
 
 
 def test_request_with_another_role_is_refused_at_its_position() -> None:
     body = request_body("hi")
     body["input"][0]["role"] = "system"
 
-    assert request_errors(body) == {"request.input.0.role": ["Input should be 'user'"]}
+    assert request_errors(body) == {"request.input.0.role": ["Input should be 'user'."]}
 
 
 def test_request_text_over_the_message_limit_is_refused() -> None:
     errors = request_errors(request_body("x" * (MAX_TEXT_CHARS + 1)))
 
-    assert errors == {"request.input": [f"the text is longer than {MAX_TEXT_CHARS} characters"]}
+    assert errors == {"request.input": [f"The text is longer than {MAX_TEXT_CHARS} characters."]}
 
 
 def test_request_content_part_of_another_type_is_refused() -> None:
@@ -277,10 +277,10 @@ def test_dispatch_errors_name_each_field() -> None:
     )
 
     assert errors == {
-        "dispatch.channel": ["Input should be 'console'"],
-        "dispatch.mode": ["Input should be 'stream' or 'final'"],
-        "dispatch.target.user_id": ["Input should be a valid string"],
-        "dispatch.target.session_id": ["must be 1-128 characters of A-Z a-z 0-9 : . _ -"],
+        "dispatch.channel": ["Input should be 'console'."],
+        "dispatch.mode": ["Input should be 'stream' or 'final'."],
+        "dispatch.target.user_id": ["Input should be a valid string."],
+        "dispatch.target.session_id": ["Must be 1-128 characters of A-Z a-z 0-9 : . _ -."],
     }
 
 
@@ -290,7 +290,7 @@ def test_dispatch_session_id_length_is_checked(session_id: str) -> None:
 
 
 def test_dispatch_without_target_is_refused() -> None:
-    assert dispatch_errors({}) == {"dispatch.target": ["this field is required"]}
+    assert dispatch_errors({}) == {"dispatch.target": ["This field is required."]}
 
 
 # --- error shape -----------------------------------------------------------------------------------
@@ -300,11 +300,13 @@ def test_error_fields_without_prefix_uses_bare_paths() -> None:
     with pytest.raises(ValidationError) as caught:
         ScheduleSpec.model_validate({"type": "cron", "cron": "61 * * * *"})
 
-    assert error_fields(caught.value) == {"cron": ["minute field '61': 61 is out of range (allowed: 0-59)"]}
+    assert pydantic_fields(caught.value) == {
+        "cron": ["Minute field '61': 61 is out of range (allowed: 0-59)."]
+    }
 
 
 def test_spec_error_message_names_the_first_field() -> None:
-    with pytest.raises(SpecError, match=r"^schedule\.timezone: unknown timezone 'Nowhere'"):
+    with pytest.raises(SpecError, match=r"^schedule\.timezone: Unknown timezone 'Nowhere'"):
         parse_spec(
             ScheduleSpec, {"type": "interval", "every_seconds": 60, "timezone": "Nowhere"}, prefix="schedule"
         )
