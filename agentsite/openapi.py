@@ -195,15 +195,16 @@ One JSON object per text frame; frames over `AGENTSITE_WS_MAX_FRAME_BYTES` close
 
 - The server first sends `{"type": "connected", "session_id", "snapshot", "last_seq"}`, or an `error` and a
   close: `unauthorized` (4401), `not_found` (4404), `closed` (4410), `too_many_sockets` (4429: the user has
-  `AGENTSITE_USER_MAX_SOCKETS` sockets and event streams open); with `create`, also `session_exists`
-  (4409), `invalid` and `limit_reached` (4400).
+  `AGENTSITE_USER_MAX_SOCKETS` sockets and event streams open), `invalid` (4400: a `since` that is no
+  integer); with `create`, also `session_exists` (4409), `invalid` and `limit_reached` (4400).
 - Client frames: `ping`; `message {content, message_id?, steer?, config?, approval_mode?, model?}` (the body
   of `POST …/messages`); `steer {message_id}`; `remove {message_id}`; `cancel`;
   `confirmation_reply {confirmation_id, approved, option_id?}`. All but `ping` count against
   `AGENTSITE_WS_RATE`: past it a frame does nothing and gets `error rate_limited` with `retry_after`.
 - Server events, each with a per-session `seq`: `message_status`, `delta`, `thinking`, `tool_call`,
   `tool_result`, `delegate_update`, `confirmation_request`, `confirmation_resolved`, `final_answer`,
-  `result`; without one: `pong`, `resync {snapshot, last_seq}` and `error {code, message, message_id?}`,
+  `result`; without one: `pong`, `resync {snapshot, last_seq}` and `error {code, message, message_id?,
+  fields?}`,
   which goes to the socket whose frame caused it. A socket whose session cannot go on is closed with 1012
   (reconnect with `?since=`).
 

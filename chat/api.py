@@ -22,13 +22,13 @@ from rest_framework.views import APIView
 from agentsite.audit.limits import limit_hit_record
 from agentsite.authentication import request_credential
 from agentsite.credentials import Credential
-from agentsite.fields import query_flag, query_int
+from agentsite.fields import query_flag
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
 from agentsite.ratelimit import request_address
 from chat.exceptions import TooManySockets
-from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message
+from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message, parse_since
 from chat.live import UNAVAILABLE, live_sessions
 from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
@@ -336,8 +336,7 @@ class EventStreamApi(APIView):
         since_raw = request.query_params.get("since")  # `?since=` is no seq: 400, as any other non-number
         if since_raw is None:
             since_raw = request.headers.get("Last-Event-ID") or None
-        message = "since must be an integer event seq."
-        since = max(query_int(since_raw, "since", message), 0) if since_raw is not None else None
+        since = parse_since(since_raw)  # read as the socket reads it
         slot, loop = call_from_sync(_stream_slot, request.user.pk)
         if slot is None:
             refusal = TooManySockets(settings.AGENTSITE_USER_MAX_SOCKETS)

@@ -41,7 +41,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_CLOSED = 4410
 # Too many wrong api_keys from this address (docs/protocol.md §6.2), or too many sockets of the user (§6.6).
 CLOSE_RATE_LIMITED = 4429
-CLOSE_INVALID = 4400  # `?create=1` with fields POST would refuse (docs/protocol.md §3.1 extension)
+CLOSE_INVALID = 4400  # `?create=1` with fields POST would refuse, a `since` that is no seq (docs/protocol.md)
 CLOSE_SESSION_EXISTS = 4409
 CLOSE_TOO_BIG = 1009
 CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect with ?since= (agentsite/internals.py lets daphne)
@@ -105,6 +105,7 @@ class ChatConsumer(LeanWebsocketConsumer):
             await self._too_many_sockets()
             return
         try:
+            since = inputs.parse_since(self._query("since"))
             create = self._create_fields()
             if create is None:
                 await database_sync_to_async(session_get_open_for_user)(
@@ -117,7 +118,7 @@ class ChatConsumer(LeanWebsocketConsumer):
             await self._refuse(code, exc.message, close_code, fields=exc.fields)
             return
         try:
-            attachment = await live.attach(self.session_id, self._since())
+            attachment = await live.attach(self.session_id, since)
         except Unavailable:
             await self._refuse(
                 "unavailable", "The session is changing server process; reconnect.", CLOSE_TRY_AGAIN
@@ -173,20 +174,12 @@ class ChatConsumer(LeanWebsocketConsumer):
 
     @functools.cached_property
     def _query_params(self) -> dict[str, list[str]]:
-        return parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        # Blank values kept, as DRF keeps them for REST: `?since=` is no seq on either edge.
+        return parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
 
     def _query(self, name: str) -> str | None:
         values = self._query_params.get(name)
         return values[0] if values else None
-
-    def _since(self) -> int | None:
-        value = self._query("since")
-        if value is None:
-            return None
-        try:
-            return max(int(value), 0)
-        except ValueError:
-            return 0
 
     def _create_fields(self) -> dict[str, Any] | None:
         """With `?create=1`: the fields of `POST /chat/sessions` from the query (`agent_name`, `title`) and

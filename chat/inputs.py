@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAd
 
 from agents.contract import ApprovalMode
 from agentsite.exceptions import DomainError
+from agentsite.fields import query_int
 from agentsite.validation import InvalidInput as InvalidInput  # what the parsers below raise
 from agentsite.validation import invalid, pydantic_fields
 
@@ -127,3 +128,12 @@ def _checked[T](value: T) -> T:
         limit = f"Message content is {len(content)} characters; the limit is {MAX_CONTENT_CHARS}."
         raise DomainError(limit, code="too_long")
     return value
+
+
+def parse_since(raw: str | None) -> int | None:
+    """`?since=` (or SSE's `Last-Event-ID`), read one way by the socket and the SSE stream (docs/protocol.md
+    §3.1): None when absent; a seq, strictly an integer (below 0: from the start, 0); anything else is
+    InvalidInput (REST 400, a socket `error` `invalid` and close 4400), never a silent full replay."""
+    if raw is None:
+        return None
+    return max(query_int(raw, "since", "Must be an integer event seq."), 0)
