@@ -20,13 +20,13 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.models import DEFAULT_AGENT, Agent
-from agents.services import default_agent_ensure
 from agentsite.audit.actions import CRON_JOB_CREATE, CRON_JOB_DELETE, CRON_JOB_UPDATE, CRON_RUN
 from agentsite.audit.context import SYSTEM
 from agentsite.audit.services import audit_record
-from agentsite.exceptions import check_limit
+from agentsite.exceptions import DomainError, check_limit
+from chat.exceptions import SessionClosed, SessionExists, SessionNotFound
 from chat.models import Message, Session
-from chat.services import session_create
+from chat.services import session_get_or_create_open
 from cron.exceptions import DeliveryError, JobNotFound
 from cron.inbox import inbox_item_create
 from cron.models import CronJob, CronRun, InboxItem
@@ -398,25 +398,22 @@ def _inbox_for_run(run: CronRun) -> InboxItem | None:
 
 
 def run_target_session(*, job: CronJob) -> Session:
-    """The job's target session: created for the owner with the job's agent when missing.
+    """The job's target session: the owner's open session with that id, created with the job's agent when
+    missing, by the one get-or-create of chat (a socket's `?create=1` uses it too: a session someone makes
+    at the same moment is joined, not a failure).
 
     At run time anything else is a delivery failure (DeliveryError → run `error`): the session belongs
-    to someone else (taken after the job was saved) or is closed.
+    to someone else (taken after the job was saved) or is closed, or it cannot be created.
     """
     session_id = job_dispatch(job).target.session_id
-    session = Session.objects.filter(id=session_id).first()
-    if session is None:
-        if job.agent_name == DEFAULT_AGENT:
-            default_agent_ensure()
-        try:
-            session = session_create(
-                user=job.owner, agent_name=job.agent_name, title=job.name, session_id=session_id
-            )
-        except Exception as exc:  # AgentNotFound, or another user won the race for the id
-            raise DeliveryError(f"could not create session {session_id}: {exc}") from None
-    if session.user_id != job.owner_id or not session.is_open:
-        raise DeliveryError(_NOT_YOURS.format(session_id))
-    return session
+    try:
+        return session_get_or_create_open(
+            user=job.owner, session_id=session_id, agent_name=job.agent_name, title=job.name
+        )
+    except (SessionNotFound, SessionClosed, SessionExists):
+        raise DeliveryError(_NOT_YOURS.format(session_id)) from None
+    except DomainError as exc:  # AgentNotFound, LimitReached
+        raise DeliveryError(f"Could not create session {session_id}: {exc.message}") from None
 
 
 def assistant_message_create(*, session_id: str, message_id: str, content: str) -> Message:
