@@ -15,6 +15,7 @@ from agents.contract import InputError
 from agentsite.audit.limits import limit_hit_record
 from agentsite.db import table
 from chat.models import Message, Session
+from chat.statuses import MessageStatus
 
 
 class QueueFull(InputError):
@@ -41,7 +42,7 @@ def queue_room_check(session_id: str, message_id: str) -> None:
             f" FROM {messages} m JOIN {sessions} s ON s.id = m.session_id"
             f" WHERE s.user_id = (SELECT user_id FROM {sessions} WHERE id = %s)"
             " AND s.status = %s AND m.role = %s AND m.status = %s",
-            [session_id, session_id, Session.Status.OPEN, Message.Role.USER, Message.PENDING],
+            [session_id, session_id, Session.Status.OPEN, Message.Role.USER, MessageStatus.PENDING],
         )
         users, here, user_id = cursor.fetchone()
     if per_session and here >= per_session:

@@ -10,9 +10,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from agentsite.isotime import iso
+from chat.statuses import MessageStatus
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9:._-]{1,128}$"
 
@@ -81,18 +83,14 @@ class Message(models.Model):
         TOOL = "tool"
         SYSTEM = "system"
 
-    # User message states: pending (queued) → running → completed | cancelled | error | interrupted;
-    # pending → steered (handed to a turn) | removed; anything pending → closed when the session closes.
-    PENDING = "pending"
-    RUNNING = "running"
-    ACTIVE_STATES = (PENDING, RUNNING)
+    Status = MessageStatus  # chat/statuses.py: what each one means
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
     message_id = models.CharField(max_length=128)
     role = models.CharField(max_length=10, choices=Role.choices)
     content = models.TextField(blank=True)
     reasoning = models.TextField(blank=True)  # what the model streamed as `thinking` with this answer
-    status = models.CharField(max_length=16, default="completed")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETED)
     reply_to = models.CharField(max_length=128, blank=True)  # the user message whose turn wrote this row
     tool_calls = models.JSONField(null=True, blank=True)
     tool_call_id = models.CharField(max_length=128, blank=True)
@@ -113,6 +111,9 @@ class Message(models.Model):
         ordering = ["created_at", "id"]
         constraints = [
             models.UniqueConstraint(fields=["session", "message_id"], name="chat_message_unique_id"),
+            models.CheckConstraint(
+                condition=Q(status__in=MessageStatus.values), name="chat_message_status_known"
+            ),
         ]
         indexes = [models.Index(fields=["session", "status"], name="chat_message_session_status")]
 

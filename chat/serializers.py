@@ -7,6 +7,7 @@ from rest_framework import serializers
 from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictRegexField
 from agentsite.openapi import ErrorDetailSerializer
 from chat.models import SESSION_ID_PATTERN, Session
+from chat.statuses import MessageStatus
 
 
 class SessionCreateSerializer(serializers.Serializer):
@@ -34,8 +35,10 @@ class SessionUpdateSerializer(serializers.Serializer):
 
 APPROVAL_MODES = ["ask", "full_access", "read_only"]
 # A message row's status as GET …/messages lists it (docs/protocol.md extensions "Messages"): a user
-# message's, or an assistant step's (`streaming` while it streams). Pending (queued) messages are not listed.
-MESSAGE_STATUSES = ["running", "completed", "cancelled", "error", "interrupted", "steered", "streaming"]
+# message's, or an assistant step's (`streaming` while it streams). Messages still or never queued are not
+# listed: pending, removed, closed.
+_UNLISTED = {MessageStatus.PENDING, MessageStatus.REMOVED, MessageStatus.CLOSED}
+MESSAGE_STATUSES = [status.value for status in MessageStatus if status not in _UNLISTED]
 
 
 # The events a session's socket and SSE stream send (docs/protocol.md §3.1, §3.3).

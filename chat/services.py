@@ -25,6 +25,7 @@ from chat.live import live_sessions
 from chat.live.commands import Submit
 from chat.models import SESSION_ID_PATTERN, Message, Session
 from chat.runtime import model_refusal
+from chat.statuses import MessageStatus
 
 _SESSION_ID = re.compile(SESSION_ID_PATTERN)
 
@@ -152,8 +153,10 @@ def session_forget(*, session: Session) -> Session:
 def session_close(*, session: Session) -> Session:
     """Close the session's rows: the live controller is closed by the caller (SessionService). A turn it
     did not end (its owner is gone) reads `cancelled`, as closing cancels it; the queue is `closed`."""
-    Message.objects.filter(session=session, status=Message.RUNNING).update(status="cancelled")
-    Message.objects.filter(session=session, status=Message.PENDING).update(status="closed")
+    Message.objects.filter(session=session, status=MessageStatus.RUNNING).update(
+        status=MessageStatus.CANCELLED
+    )
+    Message.objects.filter(session=session, status=MessageStatus.PENDING).update(status=MessageStatus.CLOSED)
     session.mark_closed()
     return session
 

@@ -17,9 +17,10 @@ from agents.contract import ChatRequest, InputError
 from agentsite.db import database_sync_to_async, insert_row, table, update_rows
 from chat.limits import queue_full_recorded, queue_room_check
 from chat.models import Message, Session
+from chat.statuses import MessageStatus
 from chat.usage import usage_add
 
-ENTERS_HISTORY = frozenset({"running", "steered"})
+ENTERS_HISTORY = frozenset({MessageStatus.RUNNING, MessageStatus.STEERED})
 _ENTERED_AT = Message._meta.get_field("entered_at")
 _ERROR = Message._meta.get_field("error")
 TurnError = dict[str, str]  # the `{code, message}` of a turn that ended `error`
@@ -79,7 +80,7 @@ class DjangoQueueStore:
         self._on_failure = on_failure  # the database failed a write: the live state can no longer be trusted
 
     async def save_message(
-        self, item: PendingItem, *, status: str, new: bool = False, error: TurnError | None = None
+        self, item: PendingItem, *, status: MessageStatus, new: bool = False, error: TurnError | None = None
     ) -> None:
         await self._write(self._save_message, item, status, new, error)
 
@@ -113,7 +114,7 @@ class DjangoQueueStore:
     def _write_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
         request = item.request
         if new:
-            if status == Message.PENDING:
+            if status == MessageStatus.PENDING:
                 queue_room_check(self.session_id, request.message_id)
             # The message's first write claims its id: the (session, message_id) constraint is the one rule
             # for duplicate ids, whatever the message collides with (queued, running, history).
@@ -148,7 +149,7 @@ class DjangoQueueStore:
         if status in ENTERS_HISTORY:
             assignments.append("entered_at = COALESCE(entered_at, %s)")
             params.append(_ENTERED_AT.get_db_prep_save(timezone.now(), connection))
-        elif status == Message.PENDING:
+        elif status == MessageStatus.PENDING:
             # Back in the queue (a steer the model never read, restored by a cancel or an error): it leaves
             # the conversation until its own turn starts or it is steered again; the snapshot shows it.
             assignments.append("entered_at = NULL")
@@ -159,12 +160,14 @@ class DjangoQueueStore:
                 " WHERE session_id = %s AND message_id = %s AND role = %s",
                 params,
             )
-        if status in ("pending", "running", "steered"):
+        if status in (MessageStatus.PENDING, MessageStatus.RUNNING, MessageStatus.STEERED):
             self._title_from_first_message(item)
-        if status == "interrupted":  # the answer its dead turn was streaming stays, marked as such
+        if (
+            status == MessageStatus.INTERRUPTED
+        ):  # the answer its dead turn was streaming stays, marked as such
             Message.objects.filter(
-                session_id=self.session_id, reply_to=request.message_id, status="streaming"
-            ).update(status="interrupted")
+                session_id=self.session_id, reply_to=request.message_id, status=MessageStatus.STREAMING
+            ).update(status=MessageStatus.INTERRUPTED)
 
     def _title_from_first_message(self, item: PendingItem) -> None:
         """An untitled session takes the start of its first message (queue position 0) as its title.
@@ -213,7 +216,7 @@ def message_store_pending(*, session_id: str, request: Any) -> None:
     try:
         with transaction.atomic():
             queue_room_check(session_id, request.message_id)
-            _insert_user_message(session_id, request, Message.PENDING)
+            _insert_user_message(session_id, request, MessageStatus.PENDING)
     except IntegrityError:
         raise _duplicate(request.message_id) from None
 
@@ -222,7 +225,10 @@ def stored_for_later(session_ids: list[str]) -> dict[str, list[Any]]:
     """Messages stored while no owner could take them (no queue position yet), per session, oldest first."""
     found: dict[str, list[Any]] = {}
     rows = Message.objects.filter(
-        session_id__in=session_ids, role=Message.Role.USER, status=Message.PENDING, queue_order__isnull=True
+        session_id__in=session_ids,
+        role=Message.Role.USER,
+        status=MessageStatus.PENDING,
+        queue_order__isnull=True,
     ).order_by("created_at", "id")
     for row in rows:
         request = _request(row.message_id, row.content, row.config, row.approval_mode, row.model)
@@ -295,20 +301,28 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
             f" (SELECT MAX(queue_order) FROM {messages} WHERE session_id = %s AND role = %s),"
             " m.message_id, m.content, m.config, m.approval_mode, m.model, m.queue_order, m.status"
             f" FROM {sessions} s LEFT JOIN {messages} m"
-            " ON m.session_id = s.id AND m.role = %s AND m.status IN (%s, %s, 'steered')"
+            " ON m.session_id = s.id AND m.role = %s AND m.status IN (%s, %s, %s)"
             " WHERE s.id = %s ORDER BY m.queue_order IS NULL, m.queue_order, m.created_at, m.id",
-            [session_id, user, user, Message.PENDING, Message.RUNNING, session_id],
+            [
+                session_id,
+                user,
+                user,
+                MessageStatus.PENDING,
+                MessageStatus.RUNNING,
+                MessageStatus.STEERED,
+                session_id,
+            ],
         )
         rows = cursor.fetchall()
     user_id, paused, seq_reserved, top = rows[0][:4]
     pending: list[PendingItem] = []
     running, steered = [], []  # message ids
     for *_, message_id, content, config, approval_mode, model, queue_order, status in rows:
-        if status == Message.RUNNING:
+        if status == MessageStatus.RUNNING:
             running.append(message_id)
-        elif status == "steered":
+        elif status == MessageStatus.STEERED:
             steered.append(message_id)
-        elif status == Message.PENDING:
+        elif status == MessageStatus.PENDING:
             request = _request(message_id, content, config, approval_mode, model)
             # steer_requested: deferred steers belong to a turn that no longer exists
             pending.append(PendingItem(request=request, order=queue_order, steer_requested=False))
@@ -318,7 +332,9 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
             item.order = next_order
             next_order += 1
     if steered:  # into a turn no process runs any more: they end with it (a turn runs only while owned)
-        Message.objects.filter(session_id=session_id, message_id__in=steered).update(status="interrupted")
+        Message.objects.filter(session_id=session_id, message_id__in=steered).update(
+            status=MessageStatus.INTERRUPTED
+        )
     return StoredState(
         user_id=user_id,
         pending=pending,
@@ -348,9 +364,13 @@ class DjangoTurnRecorder:
     async def progress(self, content: str, reasoning: str) -> None:
         if self._streaming is None:
             self._streaming = uuid.uuid4().hex
-            await database_sync_to_async(self._insert)(self._streaming, content, reasoning, "streaming")
+            await database_sync_to_async(self._insert)(
+                self._streaming, content, reasoning, MessageStatus.STREAMING
+            )
         else:
-            await database_sync_to_async(self._update)(self._streaming, content, reasoning, "streaming")
+            await database_sync_to_async(self._update)(
+                self._streaming, content, reasoning, MessageStatus.STREAMING
+            )
 
     async def assistant_message(
         self,
@@ -359,7 +379,9 @@ class DjangoTurnRecorder:
         usage: dict[str, Any] | None = None,
         reasoning: str = "",
     ) -> None:
-        await self._end(content, reasoning, "completed", tool_calls=tool_calls or None, usage=usage or None)
+        await self._end(
+            content, reasoning, MessageStatus.COMPLETED, tool_calls=tool_calls or None, usage=usage or None
+        )
 
     async def partial(self, content: str, reasoning: str, status: str) -> None:
         await self._end(content, reasoning, status)
@@ -377,7 +399,7 @@ class DjangoTurnRecorder:
         else:
             self._update(row, content, reasoning, status, **extra)
         update_rows(Session, {"id": self.session_id}, updated_at=timezone.now())
-        if status == "completed" and self.user_id is not None:
+        if status == MessageStatus.COMPLETED and self.user_id is not None:
             usage_add(user_id=self.user_id, model=self.model, usage=extra.get("usage"))
 
     def _insert(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
@@ -397,8 +419,8 @@ class DjangoTurnRecorder:
 
     def _update(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
         where = {"session_id": self.session_id, "message_id": message_id}
-        if status == "streaming":  # progress: a row marked interrupted meanwhile (taken over) stays so
-            where["status"] = "streaming"
+        if status == MessageStatus.STREAMING:  # progress: a row marked interrupted meanwhile stays so
+            where["status"] = MessageStatus.STREAMING
         update_rows(Message, where, content=content, reasoning=reasoning, status=status, **extra)
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:
@@ -408,7 +430,7 @@ class DjangoTurnRecorder:
             message_id=uuid.uuid4().hex,
             role=Message.Role.TOOL,
             content=output,
-            status="error" if is_error else "completed",
+            status=MessageStatus.ERROR if is_error else MessageStatus.COMPLETED,
             reply_to=self.reply_to,
             tool_call_id=call_id,
             entered_at=timezone.now(),

@@ -27,6 +27,7 @@ from agentsite.exceptions import DomainError, check_limit
 from chat.exceptions import SessionClosed, SessionExists, SessionNotFound
 from chat.models import Message, Session
 from chat.services import session_get_or_create_open
+from chat.statuses import MessageStatus
 from cron.exceptions import DeliveryError, JobNotFound
 from cron.inbox import inbox_item_create
 from cron.models import CronJob, CronRun, InboxItem
@@ -424,7 +425,7 @@ def assistant_message_create(*, session_id: str, message_id: str, content: str) 
         message_id=message_id,
         role=Message.Role.ASSISTANT,
         content=content,
-        status="completed",
+        status=MessageStatus.COMPLETED,
         created_at=now,
         entered_at=now,
     )

@@ -38,6 +38,7 @@ from chat.live.queue import (
 )
 from chat.live.slots import UserGate
 from chat.live.turns import Turns
+from chat.statuses import MessageStatus
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class SessionController(Turns):
                     self._held.add(request.message_id)
                     self._next_order += 1
                     return self._ack(item, "started")
-            await self._save(item, "pending", new=not stored)
+            await self._save(item, MessageStatus.PENDING, new=not stored)
             self._held.add(request.message_id)  # once stored: a refused duplicate is not this queue's
             self._next_order += 1
             bisect.insort(self.pending, item, key=order_key)
@@ -138,7 +139,7 @@ class SessionController(Turns):
         async with self._lock:
             self._check_open(message_id)
             item = find_pending(self.pending, message_id)
-            await self._save(item, "removed")
+            await self._save(item, MessageStatus.REMOVED)
             self.pending.remove(item)
             self._emit({"type": "message_status", "message_id": message_id, "status": "removed"})
             return self._ack(item, "removed")
@@ -184,7 +185,7 @@ class SessionController(Turns):
                 await self._settle(task)
             async with self._lock:
                 for item in self.pending:
-                    await self._save(item, "closed")
+                    await self._save(item, MessageStatus.CLOSED)
                 self.pending.clear()
                 self._audience.seal()
         finally:
@@ -201,7 +202,7 @@ class SessionController(Turns):
                 return
             self._held.add(message_id)
             placeholder = PendingItem(request=ChatRequest(message_id=message_id, content=""), order=-1)
-            await self._save(placeholder, "interrupted")
+            await self._save(placeholder, MessageStatus.INTERRUPTED)
             await self._set_paused(True)
             self._emit({"type": "result", "message_id": message_id, "data": {"status": "interrupted"}})
 
@@ -287,18 +288,18 @@ class SessionController(Turns):
         stream = self.active_stream
         if stream is None:
             item.steer_requested = True
-            await self._save(item, "pending")
+            await self._save(item, MessageStatus.PENDING)
             return self._announce(item, "queued") if fresh else self._ack(item, "queued")
         try:
             stream.steer(item.request.content)
         except StreamClosed:
             if fresh:
-                await self._save(item, "pending")
+                await self._save(item, MessageStatus.PENDING)
                 return self._announce(item, "queued")
             return self._ack(item, "queued")
         self.pending.remove(item)
         item.steer_requested = False
         assert self._turn is not None
         self._turn.steered.append(item)  # before any await: the turn may end and count it
-        await self._save(item, "steered")
+        await self._save(item, MessageStatus.STEERED)
         return self._announce(item, "steered")

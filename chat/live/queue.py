@@ -1,6 +1,6 @@
 """The pieces of a session's queue the controller is built from: pending items, the store it writes
 through, the event numbering it publishes through, and the snapshot it shows (docs/protocol.md §3.3).
-Plain asyncio, no Django."""
+Plain asyncio: of Django only the enum type of the message statuses (chat/statuses.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from agents.contract import ChatRequest, InputError
 from agentsite.eventqueue import EventQueue
+from chat.statuses import MessageStatus
 
 
 @dataclass
@@ -26,7 +27,12 @@ class QueueStore(Protocol):
     refuses an id the session already has with InputError `duplicate_message_id`, and nothing changes."""
 
     async def save_message(
-        self, item: PendingItem, *, status: str, new: bool = False, error: dict[str, str] | None = None
+        self,
+        item: PendingItem,
+        *,
+        status: MessageStatus,
+        new: bool = False,
+        error: dict[str, str] | None = None,
     ) -> None:
         """`error`: the `{code, message}` a turn that ended `error` carried, kept with its message."""
 

@@ -37,6 +37,7 @@ from chat.live.slots import FREE, Slot, TurnSlots
 from chat.live.sockets import Sockets
 from chat.markdown import render_markdown
 from chat.models import Message, Session
+from chat.statuses import MessageStatus
 from chat.store import DjangoQueueStore, Fenced, load_state
 
 logger = logging.getLogger(__name__)
@@ -232,7 +233,9 @@ class LiveSessions(ABC):
         controller = self.registry.peek(session_id)
         if controller is not None:
             return controller.closed
-        return await database_sync_to_async(Session.objects.filter(id=session_id, status="closed").exists)()
+        return await database_sync_to_async(
+            Session.objects.filter(id=session_id, status=Session.Status.CLOSED).exists
+        )()
 
     async def fail(self, session_id: str) -> None:
         """The database failed one of the session's writes: what is live here may differ from what is stored
@@ -364,7 +367,7 @@ class LiveSessions(ABC):
 
 def sessions_with_running_turns() -> list[str]:
     return list(
-        Message.objects.filter(status=Message.RUNNING, session__status="open")
+        Message.objects.filter(status=MessageStatus.RUNNING, session__status=Session.Status.OPEN)
         .values_list("session_id", flat=True)
         .distinct()
     )
@@ -372,7 +375,9 @@ def sessions_with_running_turns() -> list[str]:
 
 def sessions_with_live_messages(limit: int = 500) -> list[str]:
     return list(
-        Message.objects.filter(status__in=Message.ACTIVE_STATES, session__status="open")
+        Message.objects.filter(
+            status__in=(MessageStatus.PENDING, MessageStatus.RUNNING), session__status=Session.Status.OPEN
+        )
         .values_list("session_id", flat=True)
         .distinct()[:limit]
     )

@@ -21,6 +21,7 @@ from chat.live.confirmations import Confirmations
 from chat.live.outcomes import TurnOutcome, failed_outcome, result_error, result_events
 from chat.live.queue import Audience, Lease, PendingItem, QueueStore, order_key
 from chat.live.slots import FREE, Slot, UserGate
+from chat.statuses import MessageStatus
 
 logger = logging.getLogger("chat.live.controller")
 
@@ -103,7 +104,7 @@ class Turns:
         if prepare is not None:
             prepare(item.request, session_id=self.session_id)
         try:
-            await self._save(item, "running", new=new)
+            await self._save(item, MessageStatus.RUNNING, new=new)
         except BaseException:
             slot.release()
             raise
@@ -183,11 +184,11 @@ class Turns:
             try:
                 turn.stream.steer(item.request.content)
             except StreamClosed:
-                await self._save(item, "pending")
+                await self._save(item, MessageStatus.PENDING)
                 continue
             self.pending.remove(item)
             turn.steered.append(item)
-            await self._save(item, "steered")
+            await self._save(item, MessageStatus.STEERED)
             self._announce(item, "steered")
 
     def _forward(self, item: PendingItem, event: dict[str, Any]) -> None:
@@ -205,16 +206,17 @@ class Turns:
         consumed, restored = turn.consumed_and_restored()
         turn.steered = []
         error = result_error(outcome, result)
-        await self._save(item, outcome, error=error)
+        status = MessageStatus(outcome)  # the same words
+        await self._save(item, status, error=error)
         for done in consumed:
-            await self._save(done, outcome, error=error)
+            await self._save(done, status, error=error)
         for back in restored:
             bisect.insort(self.pending, back, key=order_key)
-            await self._save(back, "pending")
+            await self._save(back, MessageStatus.PENDING)
         if outcome != "completed":  # the queue pauses; deferred steers are forgotten
             for pending in [pending for pending in self.pending if pending.steer_requested]:
                 pending.steer_requested = False
-                await self._save(pending, "pending")
+                await self._save(pending, MessageStatus.PENDING)
             if not self.paused:
                 await self._set_paused(True)
         self._clear_active()
@@ -241,7 +243,12 @@ class Turns:
     # ------------------------------------------------------------------ persistence and publishing
 
     async def _save(
-        self, item: PendingItem, status: str, *, new: bool = False, error: dict[str, str] | None = None
+        self,
+        item: PendingItem,
+        status: MessageStatus,
+        *,
+        new: bool = False,
+        error: dict[str, str] | None = None,
     ) -> None:
         if self._store is not None:
             await self._store.save_message(item, status=status, new=new, error=error)

@@ -74,7 +74,7 @@ async def test_messages_stored_while_the_owner_was_unreachable_join_its_queue(re
         await Watch(one).adopt_stored({session_id})
         assert [item.request.message_id for item in controller.pending] == ["stray"]
         row = await database_sync_to_async(Message.objects.get)(session_id=session_id, message_id="stray")
-        assert (row.status, row.queue_order is not None) == (Message.PENDING, True)
+        assert (row.status, row.queue_order is not None) == (Message.Status.PENDING, True)
     finally:
         await _close(one)
 
@@ -97,7 +97,7 @@ async def test_after_redis_lost_its_data_the_next_owner_fences_the_previous_one(
         ack = await one._run_here(session_id, Submit(request=late))
         assert ack == {"message_id": "late", "status": "queued"}
         row = await database_sync_to_async(Message.objects.get)(session_id=session_id, message_id="late")
-        assert row.status == Message.PENDING
+        assert row.status == Message.Status.PENDING
         await asyncio.gather(*one._background)
         assert one.registry.peek(session_id) is None and first.closed
         with pytest.raises(InputError):
