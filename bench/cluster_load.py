@@ -13,7 +13,7 @@ chooses the process of every socket:
   socket connect is the first touch), so every frame stays in its process: the all-local case.
 - `worst`: two processes; each session is first touched by a REST GET on A (A owns it), and every
   socket connects to B. Every command goes B → A over the channel layer and every event A → B
-  (RedisPubSubChannelLayer, deltas coalesced by chat/relay.py:EventRelay) before B sends it.
+  (RedisPubSubChannelLayer, deltas coalesced by chat/live/cluster/relay.py EventRelay) before B sends it.
 
 Each phase checks, through the Redis leases, how many sockets sat on a process that did not own their
 session and whether any owner changed during the phase. It reports frames/s, time to first delta and

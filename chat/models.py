@@ -33,8 +33,9 @@ class Session(models.Model):
     # Highest event seq that may have been handed out (events.py reserves seqs in blocks), so seqs are
     # never reused across restarts.
     seq_reserved = models.BigIntegerField(default=0)
-    # Fencing token of the process that owns the live session (chat/ownership.py): queue writes are
-    # accepted only from the holder of the largest token, so a process that lost its lease changes nothing.
+    # Fencing token of the process that owns the live session (chat/live/cluster/ownership.py): queue
+    # writes are accepted only from the holder of the largest token, so a process that lost its lease
+    # changes nothing.
     owner_token = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -65,7 +65,7 @@ def _check_fence(session_id: str, token: int | None) -> None:
 
 class DjangoQueueStore:
     """QueueStore over Message rows: every queue change is written before it is acknowledged. `token`
-    (several processes only) fences the writes: see chat/ownership.py."""
+    (several processes only) fences the writes: see chat/live/cluster/ownership.py."""
 
     def __init__(
         self,

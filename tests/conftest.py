@@ -1,4 +1,4 @@
-"""Shared fixtures: personas (alice, bob, charlie), API keys, and a clean live-session hub per test."""
+"""Shared fixtures: personas (alice, bob, charlie), API keys, fresh live sessions (chat/live/) per test."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def api(client: Any) -> Iterator[Any]:
 
 
 @pytest.fixture(autouse=True)
-async def fresh_hub() -> AsyncIterator[None]:
+async def fresh_live_sessions() -> AsyncIterator[None]:
     """Each test gets its own live sessions (controllers are bound to the test's event loop)."""
     from chat.live import reset_live_sessions
     from chat.runtime import setup_cache

@@ -275,7 +275,8 @@ async def test_calls_made_together_go_over_together(batches: list[int]) -> None:
 
 
 async def test_a_fenced_owner_writes_nothing_and_the_current_owner_writes() -> None:
-    """With several processes every queue write checks the session's owner token (chat/ownership.py)."""
+    """With several processes every queue write checks the session's owner token
+    (chat/live/cluster/ownership.py)."""
     from agents.contract import ChatRequest
     from chat.live.queue import PendingItem
     from chat.store import DjangoQueueStore, Fenced

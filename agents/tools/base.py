@@ -172,7 +172,7 @@ class Tool(ABC):
         return None
 
     # Lifecycle hooks (added for delegate_external_agent, which keeps runner subprocesses per chat
-    # session): the hub calls them through ToolRegistry so chat never imports the tool's app.
+    # session): chat's live sessions call them through ToolRegistry so chat never imports the tool's app.
     async def close_session(self, session_id: str) -> None:
         """Release what this tool holds for a chat session that was closed. Most tools hold nothing."""
         return None

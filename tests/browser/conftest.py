@@ -92,9 +92,9 @@ def portal_server(
 
 
 @pytest.fixture(autouse=True)
-def fresh_hub() -> None:
-    """The server under test is another process: no in-process hub to reset (and no asyncio loop here,
-    which Playwright's sync API would refuse)."""
+def fresh_live_sessions() -> None:
+    """The server under test is another process: no in-process live sessions to reset (and no asyncio loop
+    here, which Playwright's sync API would refuse)."""
 
 
 @pytest.fixture(scope="package")

@@ -341,8 +341,8 @@ async def test_reconnecting_with_since_mid_turn_replays_the_missed_events(chat):
     last_seen = before[-1]["seq"]
     await ws.disconnect()
 
-    hub_log = live_sessions().registry.log(chat.session_id)
-    await wait_until(lambda: hub_log.last_seq > last_seen + 2, what="events published while away")
+    log = live_sessions().registry.log(chat.session_id)
+    await wait_until(lambda: log.last_seq > last_seen + 2, what="events published while away")
     again, first = await chat.socket(since=last_seen)
     assert first["last_seq"] >= last_seen
     after = await frames_until(again, is_result("a"))

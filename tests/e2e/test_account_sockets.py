@@ -97,8 +97,8 @@ def server(env: ServerEnv) -> Iterator[RunningServer]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_hub() -> None:
-    """The servers are other processes: no in-process hub to reset."""
+def fresh_live_sessions() -> None:
+    """The servers are other processes: no in-process live sessions to reset."""
 
 
 # --- clients ---------------------------------------------------------------------------------------------
