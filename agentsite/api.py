@@ -25,8 +25,9 @@ from agentsite import __version__
 from agentsite.authentication import authenticated_by_key, request_credential
 from agentsite.errors import ApiError
 from agentsite.isotime import iso
-from agentsite.models import ApiKey, integer_pk
+from agentsite.models import ApiKey
 from agentsite.openapi import PAGE_PARAMETERS, errors, page_of
+from agentsite.query import integer_pk
 from agentsite.serializers import (
     ApiKeyCreatedSerializer,
     ApiKeySerializer,

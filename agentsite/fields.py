@@ -1,5 +1,5 @@
-"""Serializer fields that refuse type coercion (docs/protocol.md: `"steer": "yes"` is an error, not True),
-and the one reading of a true/false query parameter."""
+"""Serializer fields that refuse type coercion (docs/protocol.md: `"steer": "yes"` is an error, not True).
+Query parameters and ids in a URL are read by agentsite/query.py."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import re
 from typing import Any
 
 from rest_framework import serializers
-
-from agentsite.validation import invalid
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -103,24 +101,3 @@ class StrictPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         if not isinstance(data, str):
             raise serializers.ValidationError("Must be a string.")
         return super().to_internal_value(data)
-
-
-FLAG_TRUE, FLAG_FALSE = ("true", "1", "yes"), ("false", "0", "no")
-
-
-def query_int(raw: str, name: str, problem: str) -> int:
-    """An integer query parameter (`?days=`, `?limit=`, `?since=`) written as the schema's integers are: ASCII
-    digits with an optional minus. Python's int() also takes spaces, `+`, `_` and other scripts' digits; an
-    empty value is no number either. Else 400 `invalid` with `problem` ("Must be …") under `name`."""
-    if not (raw.isascii() and raw.removeprefix("-").isdigit()):
-        raise invalid({name: [problem]})
-    return int(raw)
-
-
-def query_flag(raw: str | None, name: str) -> bool:
-    """A true/false query parameter (`?archived=`, `?unread_only=`, `?hide=`): `true|false|1|0|yes|no` in any
-    case; absent or empty is false; anything else is 400 `invalid`."""
-    value = (raw or "").lower()  # not stripped: " true" is not one of the spellings (the schema's pattern)
-    if value in FLAG_TRUE or value in FLAG_FALSE or value == "":
-        return value in FLAG_TRUE
-    raise invalid({name: ["Must be true or false."]})

@@ -20,19 +20,6 @@ KEY_BODY_LENGTH = 40
 DISPLAY_PREFIX_LENGTH = len(KEY_PREFIX) + 8
 
 
-MAX_ROW_ID = 2**63 - 1  # the largest integer primary key a database column holds
-
-
-def integer_pk(raw: str) -> int | None:
-    """An integer primary key written in a URL or query (`"42"`), or None when `raw` cannot be one: not ASCII
-    digits (`"²"` is a digit to str.isdigit, not to int) or past what the column holds. Such an id names
-    no row: callers answer 404, never 500."""
-    if not (raw.isascii() and raw.isdigit()):
-        return None
-    value = int(raw)
-    return value if value <= MAX_ROW_ID else None
-
-
 def generate_key() -> str:
     """`ask_` + 40 url-safe characters (docs/protocol.md §1)."""
     body = ""

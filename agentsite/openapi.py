@@ -21,8 +21,8 @@ from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema_field, inline_serializer
 from rest_framework import serializers
 
-from agentsite.fields import FLAG_FALSE, FLAG_TRUE
 from agentsite.pagination import CursorPage
+from agentsite.query import FLAG_FALSE, FLAG_TRUE
 
 
 class ErrorDetailSerializer(serializers.Serializer):
@@ -76,7 +76,7 @@ PAGE_PARAMETERS = [
 
 
 def flag_parameter(name: str, description: str) -> OpenApiParameter:
-    """A true/false query parameter as agentsite.fields.query_flag reads it: its spellings in any case
+    """A true/false query parameter as agentsite.query.query_flag reads it: its spellings in any case
     (a pattern: an enum would refuse `TRUE`, which the server takes), empty as if absent."""
     any_case = (
         "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in word) for word in (*FLAG_TRUE, *FLAG_FALSE)

@@ -9,7 +9,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
-from agentsite.fields import query_int
+from agentsite.query import query_int
 from agentsite.validation import invalid
 
 

@@ -22,10 +22,10 @@ from rest_framework.views import APIView
 from agentsite.audit.limits import limit_hit_record
 from agentsite.authentication import request_credential
 from agentsite.credentials import Credential
-from agentsite.fields import query_flag
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
+from agentsite.query import query_flag
 from agentsite.ratelimit import request_address
 from chat.exceptions import TooManySockets
 from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message, parse_since

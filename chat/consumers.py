@@ -21,8 +21,8 @@ from agentsite.audit.limits import alimit_hit_record
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError, RateExceeded, ServiceUnavailable
-from agentsite.fields import query_flag
 from agentsite.internals import LeanWebsocketConsumer
+from agentsite.query import query_flag
 from agentsite.ratelimit import FRAMES_REASON, frame_allowed, scope_address
 from agentsite.validation import drf_fields, invalid
 from chat import inputs

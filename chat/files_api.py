@@ -51,10 +51,10 @@ from agents.tools.workspace import (
 from agentsite.audit.actions import QUOTA_EXCEEDED
 from agentsite.audit.services import audit_record
 from agentsite.errors import ApiError
-from agentsite.fields import query_flag, query_int
 from agentsite.isotime import iso
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import errors, flag_parameter
+from agentsite.query import query_flag, query_int
 from agentsite.validation import invalid
 from chat.files_preview import preview
 from chat.models import Session

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAd
 
 from agents.contract import ApprovalMode
 from agentsite.exceptions import DomainError
-from agentsite.fields import query_int
+from agentsite.query import query_int
 from agentsite.validation import InvalidInput as InvalidInput  # what the parsers below raise
 from agentsite.validation import invalid, pydantic_fields
 

@@ -15,9 +15,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
-from agentsite.fields import query_int
-from agentsite.models import integer_pk
 from agentsite.openapi import errors
+from agentsite.query import integer_pk, query_int
 from agentsite.validation import invalid
 from chat.usage import MAX_DAYS, usage_report
 

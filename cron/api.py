@@ -13,9 +13,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite.errors import ApiError
-from agentsite.fields import query_flag
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
+from agentsite.query import query_flag
 from agentsite.validation import InvalidInput, invalid
 from cron import inbox, runner, services
 from cron.exceptions import CronError

@@ -234,8 +234,8 @@ def test_options_answers_on_every_path(
 )
 def test_a_flags_schema_admits_exactly_what_the_server_takes(raw: str) -> None:
     """The fuzzer found `?hide=%1E` taken as false (stripped as whitespace) where the schema refused it."""
-    from agentsite.fields import query_flag
     from agentsite.openapi import flag_parameter
+    from agentsite.query import query_flag
     from agentsite.validation import InvalidInput
 
     admitted = re.fullmatch(flag_parameter("hide", "h").type["pattern"], raw) is not None

@@ -16,9 +16,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentsite.audit.models import AuditEntry
-from agentsite.models import integer_pk
 from agentsite.openapi import PAGE_PARAMETERS, errors
 from agentsite.pagination import CursorPage
+from agentsite.query import integer_pk
 from agentsite.validation import invalid
 
 

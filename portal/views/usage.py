@@ -11,7 +11,7 @@ from django.db.models import Sum
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 
-from agentsite.models import integer_pk
+from agentsite.query import integer_pk
 from chat.models import Usage
 from chat.usage import daily_totals, usage_report
 from portal.access import AuthenticatedHttpRequest
