@@ -39,11 +39,14 @@ class InvalidInput(DomainError):
 
 def sentence(problem: str) -> str:
     """A problem as the `fields` word it: a capital first letter and a full stop ("must be a string" →
-    "Must be a string.")."""
+    "Must be a string."). A sentence that starts with a name (`my_token: …`, `day-of-month '30' …`) keeps
+    the name as written: only a first word of letters alone is capitalised."""
     text = str(problem).strip().removeprefix("Value error, ")
     if not text:
         return "Invalid value."
-    text = text[0].upper() + text[1:]
+    first = text.split(" ", 1)[0]
+    if first.isalpha() and first.islower():
+        text = text[0].upper() + text[1:]
     return text if text[-1] in ".!?" else f"{text}."
 
 

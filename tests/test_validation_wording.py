@@ -130,3 +130,21 @@ async def test_a_socket_refused_at_create_carries_the_fields_post_would_answer(
     assert first["data"]["fields"] == {"title": [problem]}
     assert first["data"]["message"] == f"Cannot create the session: title: {problem}"
     assert await closed_with(ws) == 4400
+
+
+@pytest.mark.parametrize(
+    ("problem", "worded"),
+    [
+        ("must be a string", "Must be a string."),
+        ("Value error, expected 5 fields", "Expected 5 fields."),
+        ("Unknown field.", "Unknown field."),
+        ("my_token: '***' keeps a stored value", "my_token: '***' keeps a stored value."),
+        ("day-of-month '30' never occurs", "day-of-month '30' never occurs."),
+        ("'x' is not a valid choice", "'x' is not a valid choice."),
+        ("", "Invalid value."),
+    ],
+)
+def test_a_problem_is_a_sentence_that_keeps_the_names_it_starts_with(problem: str, worded: str) -> None:
+    from agentsite.validation import sentence
+
+    assert sentence(problem) == worded

@@ -83,13 +83,13 @@ def test_cron_whitespace_is_normalised() -> None:
         ("0 24 * * *", "Hour field '24': 24 is out of range (allowed: 0-23)"),
         ("1-60/5 * * * *", "Minute field '1-60/5': 60 is out of range"),
         ("0 0 * 13 *", "Month field '13': 13 is out of range (allowed: 1-12 or JAN-DEC)"),
-        ("0 0 * * 8", "Day-of-week field '8': 8 is out of range"),
+        ("0 0 * * 8", "day-of-week field '8': 8 is out of range"),
         ("x y z w v", "Minute field 'x': 'x' is not a number"),
-        ("0 0 * * FOO", "Day-of-week field 'FOO': 'FOO' is not a number or a name"),
+        ("0 0 * * FOO", "day-of-week field 'FOO': 'FOO' is not a number or a name"),
         ("*/0 * * * *", "Minute field '*/0': a step must be at least 1"),
         ("5-3 * * * *", "Minute field '5-3': range 5-3 runs backwards"),
         ("1,,2 * * * *", "Minute field '1,,2': empty list item"),
-        ("0 0 30 2 *", "Day-of-month '30' never occurs in month '2'"),
+        ("0 0 30 2 *", "day-of-month '30' never occurs in month '2'"),
     ],
 )
 def test_invalid_cron_string_is_refused_with_its_reason(expression: str, reason: str) -> None:
