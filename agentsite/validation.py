@@ -22,10 +22,18 @@ from agentsite.exceptions import DomainError
 
 NON_FIELD = "non_field_errors"  # where a problem of the whole body goes, as DRF names it
 
-# pydantic's wording where ours says more (or says it as DRF does, for the same problem).
+# pydantic's wording where ours says more, or where the strict DRF fields (agentsite/fields.py) and DRF say
+# the same problem in other words: a string sent as a number reads alike whichever way a body is validated.
 _WORDING = {
     "extra_forbidden": "Unknown field.",
     "missing": "This field is required.",
+    "string_type": "Must be a string.",
+    "int_type": "Must be an integer.",
+    "bool_type": "Must be a valid boolean.",
+    "float_type": "Must be a number.",
+    "dict_type": "Must be a JSON object.",
+    "model_type": "Must be a JSON object.",
+    "list_type": "Must be a list.",
     "timezone_aware": "Must include a UTC offset, e.g. 2030-01-01T09:00:00Z.",
 }
 

@@ -42,8 +42,9 @@ def rest_error(response: Any) -> dict[str, Any]:
     [
         ({}, {"content": ["This field is required."]}),
         ({"content": "hi", "config": {"generation": {}, "seed": 1}}, {"config.seed": ["Unknown field."]}),
-        ({"content": 5}, {"content": ["Input should be a valid string."]}),
-        ({"content": "hi", "steer": "yes"}, {"steer": ["Input should be a valid boolean."]}),
+        ({"content": 5}, {"content": ["Must be a string."]}),
+        ({"content": "hi", "steer": "yes"}, {"steer": ["Must be a valid boolean."]}),
+        ({"content": "hi", "config": []}, {"config": ["Must be a JSON object."]}),
     ],
 )
 async def test_a_message_reads_the_same_problems_over_rest_and_the_socket(
@@ -148,3 +149,18 @@ def test_a_problem_is_a_sentence_that_keeps_the_names_it_starts_with(problem: st
     from agentsite.validation import sentence
 
     assert sentence(problem) == worded
+
+
+async def test_a_wrong_type_reads_alike_in_a_drf_body_and_a_pydantic_one(
+    session: Any, alice_key: str
+) -> None:
+    """`title` of a session (DRF's strict field) and `content` of a message (pydantic) sent as numbers."""
+    drf = rest_error(
+        await rest("PATCH", f"/api/v1/chat/sessions/{session.id}", key=alice_key, json_body={"title": 5})
+    )
+    pydantic = rest_error(
+        await rest(
+            "POST", f"/api/v1/chat/sessions/{session.id}/messages", key=alice_key, json_body={"content": 5}
+        )
+    )
+    assert drf["fields"]["title"] == pydantic["fields"]["content"] == ["Must be a string."]

@@ -153,7 +153,7 @@ def test_interval_outside_its_bounds_is_refused(seconds: int) -> None:
 @pytest.mark.parametrize("value", ["60", 60.0, True])
 def test_interval_is_not_coerced_from_other_types(value: Any) -> None:
     assert schedule_errors({"type": "interval", "every_seconds": value}) == {
-        "schedule.every_seconds": ["Input should be a valid integer."]
+        "schedule.every_seconds": ["Must be an integer."]
     }
 
 
@@ -279,7 +279,7 @@ def test_dispatch_errors_name_each_field() -> None:
     assert errors == {
         "dispatch.channel": ["Input should be 'console'."],
         "dispatch.mode": ["Input should be 'stream' or 'final'."],
-        "dispatch.target.user_id": ["Input should be a valid string."],
+        "dispatch.target.user_id": ["Must be a string."],
         "dispatch.target.session_id": ["Must be 1-128 characters of A-Z a-z 0-9 : . _ -."],
     }
 
