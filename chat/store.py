@@ -20,7 +20,11 @@ from chat.models import Message, Session
 from chat.statuses import MessageStatus
 from chat.usage import usage_add
 
-ENTERS_HISTORY = frozenset({MessageStatus.RUNNING, MessageStatus.STEERED})
+# The statuses this module writes (chat/statuses.py), bound once: the hot path looks up no enum attribute.
+PENDING, RUNNING, STEERED = MessageStatus.PENDING, MessageStatus.RUNNING, MessageStatus.STEERED
+COMPLETED, ERROR = MessageStatus.COMPLETED, MessageStatus.ERROR
+STREAMING, INTERRUPTED = MessageStatus.STREAMING, MessageStatus.INTERRUPTED
+ENTERS_HISTORY = frozenset({RUNNING, STEERED})
 _ENTERED_AT = Message._meta.get_field("entered_at")
 _ERROR = Message._meta.get_field("error")
 TurnError = dict[str, str]  # the `{code, message}` of a turn that ended `error`
@@ -114,7 +118,7 @@ class DjangoQueueStore:
     def _write_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
         request = item.request
         if new:
-            if status == MessageStatus.PENDING:
+            if status == PENDING:
                 queue_room_check(self.session_id, request.message_id)
             # The message's first write claims its id: the (session, message_id) constraint is the one rule
             # for duplicate ids, whatever the message collides with (queued, running, history).
@@ -149,7 +153,7 @@ class DjangoQueueStore:
         if status in ENTERS_HISTORY:
             assignments.append("entered_at = COALESCE(entered_at, %s)")
             params.append(_ENTERED_AT.get_db_prep_save(timezone.now(), connection))
-        elif status == MessageStatus.PENDING:
+        elif status == PENDING:
             # Back in the queue (a steer the model never read, restored by a cancel or an error): it leaves
             # the conversation until its own turn starts or it is steered again; the snapshot shows it.
             assignments.append("entered_at = NULL")
@@ -160,14 +164,12 @@ class DjangoQueueStore:
                 " WHERE session_id = %s AND message_id = %s AND role = %s",
                 params,
             )
-        if status in (MessageStatus.PENDING, MessageStatus.RUNNING, MessageStatus.STEERED):
+        if status in (PENDING, RUNNING, STEERED):
             self._title_from_first_message(item)
-        if (
-            status == MessageStatus.INTERRUPTED
-        ):  # the answer its dead turn was streaming stays, marked as such
+        if status == INTERRUPTED:  # the answer its dead turn was streaming stays, marked as such
             Message.objects.filter(
-                session_id=self.session_id, reply_to=request.message_id, status=MessageStatus.STREAMING
-            ).update(status=MessageStatus.INTERRUPTED)
+                session_id=self.session_id, reply_to=request.message_id, status=STREAMING
+            ).update(status=INTERRUPTED)
 
     def _title_from_first_message(self, item: PendingItem) -> None:
         """An untitled session takes the start of its first message (queue position 0) as its title.
@@ -216,7 +218,7 @@ def message_store_pending(*, session_id: str, request: Any) -> None:
     try:
         with transaction.atomic():
             queue_room_check(session_id, request.message_id)
-            _insert_user_message(session_id, request, MessageStatus.PENDING)
+            _insert_user_message(session_id, request, PENDING)
     except IntegrityError:
         raise _duplicate(request.message_id) from None
 
@@ -225,10 +227,7 @@ def stored_for_later(session_ids: list[str]) -> dict[str, list[Any]]:
     """Messages stored while no owner could take them (no queue position yet), per session, oldest first."""
     found: dict[str, list[Any]] = {}
     rows = Message.objects.filter(
-        session_id__in=session_ids,
-        role=Message.Role.USER,
-        status=MessageStatus.PENDING,
-        queue_order__isnull=True,
+        session_id__in=session_ids, role=Message.Role.USER, status=PENDING, queue_order__isnull=True
     ).order_by("created_at", "id")
     for row in rows:
         request = _request(row.message_id, row.content, row.config, row.approval_mode, row.model)
@@ -303,26 +302,18 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
             f" FROM {sessions} s LEFT JOIN {messages} m"
             " ON m.session_id = s.id AND m.role = %s AND m.status IN (%s, %s, %s)"
             " WHERE s.id = %s ORDER BY m.queue_order IS NULL, m.queue_order, m.created_at, m.id",
-            [
-                session_id,
-                user,
-                user,
-                MessageStatus.PENDING,
-                MessageStatus.RUNNING,
-                MessageStatus.STEERED,
-                session_id,
-            ],
+            [session_id, user, user, PENDING, RUNNING, STEERED, session_id],
         )
         rows = cursor.fetchall()
     user_id, paused, seq_reserved, top = rows[0][:4]
     pending: list[PendingItem] = []
     running, steered = [], []  # message ids
     for *_, message_id, content, config, approval_mode, model, queue_order, status in rows:
-        if status == MessageStatus.RUNNING:
+        if status == RUNNING:
             running.append(message_id)
-        elif status == MessageStatus.STEERED:
+        elif status == STEERED:
             steered.append(message_id)
-        elif status == MessageStatus.PENDING:
+        elif status == PENDING:
             request = _request(message_id, content, config, approval_mode, model)
             # steer_requested: deferred steers belong to a turn that no longer exists
             pending.append(PendingItem(request=request, order=queue_order, steer_requested=False))
@@ -332,9 +323,7 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
             item.order = next_order
             next_order += 1
     if steered:  # into a turn no process runs any more: they end with it (a turn runs only while owned)
-        Message.objects.filter(session_id=session_id, message_id__in=steered).update(
-            status=MessageStatus.INTERRUPTED
-        )
+        Message.objects.filter(session_id=session_id, message_id__in=steered).update(status=INTERRUPTED)
     return StoredState(
         user_id=user_id,
         pending=pending,
@@ -364,13 +353,9 @@ class DjangoTurnRecorder:
     async def progress(self, content: str, reasoning: str) -> None:
         if self._streaming is None:
             self._streaming = uuid.uuid4().hex
-            await database_sync_to_async(self._insert)(
-                self._streaming, content, reasoning, MessageStatus.STREAMING
-            )
+            await database_sync_to_async(self._insert)(self._streaming, content, reasoning, STREAMING)
         else:
-            await database_sync_to_async(self._update)(
-                self._streaming, content, reasoning, MessageStatus.STREAMING
-            )
+            await database_sync_to_async(self._update)(self._streaming, content, reasoning, STREAMING)
 
     async def assistant_message(
         self,
@@ -379,9 +364,7 @@ class DjangoTurnRecorder:
         usage: dict[str, Any] | None = None,
         reasoning: str = "",
     ) -> None:
-        await self._end(
-            content, reasoning, MessageStatus.COMPLETED, tool_calls=tool_calls or None, usage=usage or None
-        )
+        await self._end(content, reasoning, COMPLETED, tool_calls=tool_calls or None, usage=usage or None)
 
     async def partial(self, content: str, reasoning: str, status: str) -> None:
         await self._end(content, reasoning, status)
@@ -399,7 +382,7 @@ class DjangoTurnRecorder:
         else:
             self._update(row, content, reasoning, status, **extra)
         update_rows(Session, {"id": self.session_id}, updated_at=timezone.now())
-        if status == MessageStatus.COMPLETED and self.user_id is not None:
+        if status == COMPLETED and self.user_id is not None:
             usage_add(user_id=self.user_id, model=self.model, usage=extra.get("usage"))
 
     def _insert(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
@@ -419,8 +402,8 @@ class DjangoTurnRecorder:
 
     def _update(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
         where = {"session_id": self.session_id, "message_id": message_id}
-        if status == MessageStatus.STREAMING:  # progress: a row marked interrupted meanwhile stays so
-            where["status"] = MessageStatus.STREAMING
+        if status == STREAMING:  # progress: a row marked interrupted meanwhile (taken over) stays so
+            where["status"] = STREAMING
         update_rows(Message, where, content=content, reasoning=reasoning, status=status, **extra)
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:
@@ -430,7 +413,7 @@ class DjangoTurnRecorder:
             message_id=uuid.uuid4().hex,
             role=Message.Role.TOOL,
             content=output,
-            status=MessageStatus.ERROR if is_error else MessageStatus.COMPLETED,
+            status=ERROR if is_error else COMPLETED,
             reply_to=self.reply_to,
             tool_call_id=call_id,
             entered_at=timezone.now(),
