@@ -83,7 +83,15 @@ async def test_a_users_51st_socket_is_refused_with_4429_and_one_more_opens_once_
     await ws.disconnect()
 
     await sockets.pop().disconnect()
-    ws, first = await connect(sessions[0], key=alice_key)
+    # The place goes back to Redis in a task of its own (chat/live/cluster/slots.py), so on a busy
+    # machine the next socket may come a moment before it: it opens within a second or two.
+    for _ in range(20):
+        ws, first = await connect(sessions[0], key=alice_key)
+        if first["type"] == "connected":
+            break
+        assert first["data"]["code"] == "too_many_sockets", first
+        assert await closed_with(ws) == 4429
+        await asyncio.sleep(0.1)
     assert first["type"] == "connected", first
     sockets.append(ws)
     await send(ws, {"type": "ping"})
