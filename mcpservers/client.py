@@ -60,7 +60,8 @@ class McpError(Exception):
 @dataclass(frozen=True, kw_only=True)
 class McpServerSpec:
     """How to reach one server: its stored configuration plus, for stdio, where it runs (the chat session's
-    workspace as its working directory, the agent's `sandbox_network`, the host paths its program needs)."""
+    workspace, reachable but not its working directory, docs/protocol.md §6.6; the agent's
+    `sandbox_network`, the host paths its program needs)."""
 
     name: str
     transport: Literal["stdio", "http"]
@@ -90,6 +91,7 @@ class McpServerSpec:
             home=self.home,
             read_only=self.read_only,
             may_run_unsandboxed=self.may_run_unsandboxed,
+            empty_cwd=True,  # it holds staff's secrets: never started where a user's files lie (§6.6)
         )
 
     def fingerprint(self) -> tuple[Any, ...]:

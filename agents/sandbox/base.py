@@ -6,8 +6,11 @@ at start-up in :mod:`agents.sandbox.site`) and describe each process with a :cla
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -63,6 +66,9 @@ class Confinement:
     `env` is the program's whole environment; the sandbox adds HOME (and USER/LOGNAME, TMPDIR) to it.
     `read_only` lists host paths the program needs to see (its executable, interpreter prefix and
     configured `sandbox_paths`). `may_run_unsandboxed`: the user holds `agents.run_unsandboxed`.
+    `empty_cwd`: the working directory is an empty folder nobody writes to, not the workspace (which stays
+    reachable: at `/workspace` in the sandbox) — for programs holding secrets that load code from their
+    working directory (docs/protocol.md §6.6).
     """
 
     workspace: Path
@@ -72,11 +78,21 @@ class Confinement:
     home: Path | None = None
     read_only: tuple[Path, ...] = ()
     may_run_unsandboxed: bool = False
+    empty_cwd: bool = False
+
+
+# Stands in `Launch.argv` for the number of the descriptor that carries `Launch.hidden_args`.
+ARGS_FD = "{args_fd}"
 
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start one process: the complete command line, environment, directory and OS user."""
+    """How to start one process: the command line, environment, directory and OS user.
+
+    `hidden_args`: arguments handed to the program on a descriptor (bubblewrap's `--args FD`, whose
+    number replaces `ARGS_FD` in `argv`) rather than on its command line, where every process that can
+    read `/proc/<pid>/cmdline` — the sandbox's own, for its PID 1 — would see them.
+    """
 
     argv: list[str]
     env: dict[str, str]
@@ -84,6 +100,7 @@ class Launch:
     sandboxed: bool
     user: int | None = None
     group: int | None = None
+    hidden_args: tuple[str, ...] = ()
 
     def popen_options(self) -> dict[str, Any]:
         """Keyword arguments for `subprocess.Popen` / asyncio's subprocess functions."""
@@ -91,6 +108,22 @@ class Launch:
         if self.user is not None:
             options.update(user=self.user, group=self.group, extra_groups=[])
         return options
+
+    @contextlib.contextmanager
+    def spawning(self) -> Iterator[tuple[list[str], dict[str, Any]]]:
+        """The command line and Popen options to start it with, valid while the block runs (the hidden
+        arguments are in an anonymous in-memory file the child inherits and reads once)."""
+        if not self.hidden_args:
+            yield self.argv, self.popen_options()
+            return
+        fd = os.memfd_create("args")
+        try:
+            os.write(fd, b"".join(arg.encode() + b"\0" for arg in self.hidden_args))
+            os.lseek(fd, 0, os.SEEK_SET)
+            argv = [str(fd) if arg == ARGS_FD else arg for arg in self.argv]
+            yield argv, {**self.popen_options(), "pass_fds": (fd,)}
+        finally:
+            os.close(fd)
 
 
 class Sandbox(ABC):
@@ -126,9 +159,21 @@ class NoSandbox(Sandbox):
 
     mode = "none"
 
-    def __init__(self, *, limits: Limits = NO_LIMITS, detail: str = "", prlimit: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        limits: Limits = NO_LIMITS,
+        detail: str = "",
+        prlimit: str | None = None,
+        empty_dir: Path | None = None,
+    ) -> None:
+        """`empty_dir`: the empty folder a process with `empty_cwd` starts in (default: a new one, 0555)."""
         super().__init__(limits=limits, detail=detail)
         self._prlimit = prlimit
+        if empty_dir is None:
+            empty_dir = Path(tempfile.mkdtemp(prefix="agentsite-empty-"))
+            empty_dir.chmod(0o555)
+        self.empty_dir = empty_dir
 
     def launch(self, argv: Sequence[str], confinement: Confinement) -> Launch:
         if not confinement.may_run_unsandboxed:
@@ -138,7 +183,8 @@ class NoSandbox(Sandbox):
             command = [self._prlimit, *confinement.limits.prlimit_options(processes=False), "--", *command]
         home = confinement.home or confinement.workspace
         env = {**confinement.env, "HOME": str(home)}
-        return Launch(argv=command, env=env, cwd=str(confinement.workspace), sandboxed=False)
+        cwd = self.empty_dir if confinement.empty_cwd else confinement.workspace
+        return Launch(argv=command, env=env, cwd=str(cwd), sandboxed=False)
 
     def workspace_inside(self, workspace: Path) -> str:
         return str(workspace)

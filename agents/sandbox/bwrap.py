@@ -6,8 +6,8 @@ What the process gets (docs/protocol.md §6.1): new user, PID, IPC, UTS, cgroup 
   of `/etc` entries that programs need (certificates, resolver, time zone, linker cache) — not the
   whole of `/etc`, where deployments keep their own secrets; `/etc/passwd` and `/etc/group` are
   generated and name only the sandbox's user;
-- its workspace, read-write, at `/workspace` (the working directory), a private empty `/tmp`, and
-  for a runner its persistent home at `/home/agent`;
+- its workspace, read-write, at `/workspace` (the working directory; for a stdio MCP server an empty
+  read-only `/var/empty`), a private empty `/tmp`, and for a runner its persistent home at `/home/agent`;
 - the paths its program needs (executable, interpreter prefix, configured extras), read-only;
 - a fresh `/proc` (only its own processes) and a minimal `/dev`.
 It runs as an unprivileged user (uid 1000 inside), with every capability dropped, in a new session
@@ -29,10 +29,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.sandbox.base import NO_LIMITS, Confinement, Launch, Limits, Sandbox
+from agents.sandbox.base import ARGS_FD, NO_LIMITS, Confinement, Launch, Limits, Sandbox
 
 WORKSPACE_INSIDE = "/workspace"
 HOME_INSIDE = "/home/agent"
+EMPTY_INSIDE = "/var/empty"  # the working directory of a process with `empty_cwd`: empty, read-only
 INSIDE_UID = 1000
 INSIDE_USER = "agent"
 HOSTNAME = "sandbox"
@@ -153,10 +154,13 @@ class BwrapSandbox(Sandbox):
         self.gid = gid
 
     def launch(self, argv: Sequence[str], confinement: Confinement) -> Launch:
+        full = bwrap_arguments(argv, confinement, bwrap=self.bwrap, prlimit=self.prlimit, layout=self.layout)
+        # bubblewrap's options name host paths (the workspace's folder in the data directory): they travel
+        # on a descriptor, so its command line — PID 1's, inside — shows only the command (docs/protocol.md).
+        options_end = full.index("--")
         return Launch(
-            argv=bwrap_arguments(
-                argv, confinement, bwrap=self.bwrap, prlimit=self.prlimit, layout=self.layout
-            ),
+            argv=[self.bwrap, "--args", ARGS_FD, *full[options_end:]],
+            hidden_args=tuple(full[1:options_end]),
             env={},  # see the module docstring: /proc/1/environ inside is bubblewrap's environment
             cwd="/",
             sandboxed=True,
@@ -213,5 +217,8 @@ def bwrap_arguments(
         args += ["--bind", str(confinement.home), HOME_INSIDE]
     for shown in confinement.read_only:
         args += ["--ro-bind", str(shown), str(shown)]
-    args += ["--chdir", WORKSPACE_INSIDE, "--", prlimit, *confinement.limits.prlimit_options(), "--"]
+    if confinement.empty_cwd:
+        args += ["--perms", "0555", "--dir", EMPTY_INSIDE]
+    cwd = EMPTY_INSIDE if confinement.empty_cwd else WORKSPACE_INSIDE
+    args += ["--chdir", cwd, "--", prlimit, *confinement.limits.prlimit_options(), "--"]
     return args + list(argv)

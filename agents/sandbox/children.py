@@ -15,17 +15,25 @@ import json
 import os
 import signal
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from agents.sandbox import Confinement, Sandbox, SandboxRefused, start_process
 from agents.sandbox.base import NO_LIMITS
 
-# The only variables a runner inherits from the server: enough to find programs and behave like a
-# terminal tool, never the server's secrets (API keys, SECRET_KEY, DATABASE_URL ...).
-BASE_ENV_NAMES: tuple[str, ...] = ("PATH", "HOME", "LANG", "TERM")
-_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The only variables a runner inherits from the server: enough to behave like a terminal tool, never the
+# server's secrets (API keys, SECRET_KEY, DATABASE_URL ...) nor its PATH (it names the server's own
+# folders, docs/protocol.md §6.1): a runner's PATH is a neutral one plus the `bin/` folders of its
+# program's installation.
+BASE_ENV_NAMES: tuple[str, ...] = ("LANG", "TERM")
+NEUTRAL_PATH = "/usr/local/bin:/usr/bin:/bin"
+# No module a user can place in the workspace (or the runner's HOME) is imported in place of the program's
+# own (docs/protocol.md §6.6): Python puts neither the working directory, the script's folder nor the user
+# site-packages on sys.path. Set after the configured variables: a configuration cannot switch it off.
+PLANT_PROOF_ENV = {"PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
+# Search paths whose relative or empty entries would mean the working directory.
+_SEARCH_PATHS = ("PATH", "PYTHONPATH", "NODE_PATH")
 STDOUT_LINE_LIMIT = 50 * 1024 * 1024  # one JSON-RPC frame may carry a whole file
 STDERR_TAIL_BYTES = 8 * 1024
 
@@ -39,30 +47,41 @@ def runner_confinement(
     home: Path | None,
     read_only: tuple[Path, ...],
     may_run_unsandboxed: bool,
+    empty_cwd: bool = False,
 ) -> Confinement:
     """Where a runner runs: the site's limits but no CPU-seconds limit (it lives long), the minimal base
-    environment plus its own variables, its workspace, HOME, network and visible paths."""
+    environment plus its own variables, its workspace, HOME, network and visible paths; `empty_cwd`: it
+    starts in an empty folder of its own, not in the workspace (stdio MCP servers, §6.6)."""
     limits = replace(sandbox.limits, cpu_seconds=None) if sandbox is not None else NO_LIMITS
     return Confinement(
         workspace=workspace,
-        env=build_runner_env(env),
+        env=build_runner_env(env, program_bins=_bin_folders(read_only)),
         limits=limits,
         network=network,
         home=home,
         read_only=read_only,
         may_run_unsandboxed=may_run_unsandboxed,
+        empty_cwd=empty_cwd,
     )
+
+
+def _bin_folders(shown: tuple[Path, ...]) -> list[str]:
+    return [str(path / "bin") for path in shown if (path / "bin").is_dir()]
 
 
 class SpawnError(Exception):
     """The runner could not be started at all (missing command, not executable, bad cwd)."""
 
 
-def build_runner_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """Return the minimal base environment plus the runner's own configured variables."""
+def build_runner_env(extra: Mapping[str, str], *, program_bins: Sequence[str] = ()) -> dict[str, str]:
+    """The minimal base environment plus the runner's own configured variables (docs/protocol.md §6.6)."""
     env = {name: os.environ[name] for name in BASE_ENV_NAMES if name in os.environ}
-    env.setdefault("PATH", _DEFAULT_PATH)
+    env["PATH"] = ":".join([*program_bins, NEUTRAL_PATH])
     env.update(extra)
+    for name in _SEARCH_PATHS:
+        if name in env:
+            env[name] = ":".join(entry for entry in env[name].split(":") if entry.startswith("/"))
+    env.update(PLANT_PROOF_ENV)
     return env
 
 

@@ -107,25 +107,26 @@ async def run_command(
     launch = sandbox.launch(argv, confinement)
     buffer = OutputBuffer()
     loop = asyncio.get_running_loop()
-    spawn = loop.create_task(
-        loop.subprocess_exec(
-            lambda: _CommandProtocol(buffer),
-            *launch.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            **launch.popen_options(),
+    with launch.spawning() as (command, options):  # its descriptors stay open until it started
+        spawn = loop.create_task(
+            loop.subprocess_exec(
+                lambda: _CommandProtocol(buffer),
+                *command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                **options,
+            )
         )
-    )
-    try:
-        transport, protocol = await asyncio.shield(spawn)
-    except asyncio.CancelledError:
-        # Cancelled while it starts: asyncio would kill the sandbox's first process only, which can leave
-        # the sandboxed command running (see kill_tree). Let it start, then end all of it.
-        with contextlib.suppress(Exception):
-            transport, protocol = await spawn
-            await _end(transport, protocol)
-        raise
+        try:
+            transport, protocol = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            # Cancelled while it starts: asyncio would kill the sandbox's first process only, which can
+            # leave the sandboxed command running (see kill_tree). Let it start, then end all of it.
+            with contextlib.suppress(Exception):
+                transport, protocol = await spawn
+                await _end(transport, protocol)
+            raise
     pid = transport.get_pid()
     try:
         timed_out = not await _wait_for(protocol.exited, limit_seconds, stop=stop)
@@ -157,14 +158,15 @@ async def start_process(
     """Start a long-lived confined program with piped stdin, stdout and stderr (its owner ends it with
     :func:`kill_group` on its pid). Raises SandboxRefused, or OSError when it cannot start."""
     launch = sandbox.launch(argv, confinement)
-    return await asyncio.create_subprocess_exec(
-        *launch.argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        limit=line_limit,
-        **launch.popen_options(),
-    )
+    with launch.spawning() as (command, options):
+        return await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            limit=line_limit,
+            **options,
+        )
 
 
 async def _wait_for(event: asyncio.Event, limit_seconds: float, *, stop: asyncio.Event | None = None) -> bool:

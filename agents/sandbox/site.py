@@ -135,14 +135,10 @@ def _bubblewrap(limits: Limits, prlimit: str | None) -> BwrapSandbox:
         hand_over(workspace)
         launch = sandbox.launch(["/bin/sh", "-c", "exit 0"], Confinement(workspace=workspace, limits=limits))
         try:
-            result = subprocess.run(
-                launch.argv,
-                capture_output=True,
-                text=True,
-                timeout=PROBE_SECONDS,
-                check=False,
-                **launch.popen_options(),
-            )
+            with launch.spawning() as (command, options):
+                result = subprocess.run(
+                    command, capture_output=True, text=True, timeout=PROBE_SECONDS, check=False, **options
+                )
         except (OSError, subprocess.SubprocessError) as exc:
             raise _ProbeFailed(f"bubblewrap could not be started: {exc}") from None
     if result.returncode != 0:

@@ -295,8 +295,20 @@ async def test_runner_gets_a_minimal_environment_with_its_own_env_and_the_worksp
     env: dict[str, str] = seen["env"]
     assert env["RUNNER_TOKEN"] == "for-the-runner"
     assert "sk-server-secret" not in json.dumps(env) and "server-secret" not in json.dumps(env)
-    # Python may add LC_CTYPE itself (PEP 538); nothing else comes from the server.
-    assert set(env) - {"LC_CTYPE"} <= {"PATH", "HOME", "LANG", "TERM", "RUNNER_TOKEN", "ACP_MOCK_MODE"}
+    # Python may add LC_CTYPE itself (PEP 538); nothing else comes from the server, not even its PATH.
+    names = {
+        "PATH",
+        "HOME",
+        "LANG",
+        "TERM",
+        "RUNNER_TOKEN",
+        "ACP_MOCK_MODE",
+        "PYTHONSAFEPATH",
+        "PYTHONNOUSERSITE",
+    }
+    assert set(env) - {"LC_CTYPE"} <= names
+    assert env["PYTHONSAFEPATH"] == "1", "no module planted in the workspace is imported (§6.6)"
+    assert env["PATH"].endswith("/usr/local/bin:/usr/bin:/bin") and env["PATH"] != os.environ["PATH"]
     assert same_folder(Path(seen["cwd"]), workspace)
 
 

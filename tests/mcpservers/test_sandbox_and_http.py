@@ -71,7 +71,8 @@ async def test_a_stdio_server_sees_its_workspace_and_nothing_of_the_server(alice
     session, frames = await _turn(alice, alice_key)
     looked, _ = tool_results(frames)
     seen = json.loads(looked["output"])
-    assert seen["cwd"] == "/workspace" and seen["home"] == "/home/agent" and seen["uid"] == 1000
+    assert seen["cwd"] == "/var/empty", "an empty folder of its own (§6.6); the workspace stays at /workspace"
+    assert seen["home"] == "/home/agent" and seen["uid"] == 1000
     assert seen["visible"] == {**dict.fromkeys(probes[:5], False), "/workspace": True, "/home/agent": True}
     assert len(seen["pids"]) <= 3, "a PID namespace of its own: bubblewrap's init and the server"
     assert "DJANGO_SETTINGS_MODULE" not in seen["env"] and "SECRET_KEY" not in seen["env"]
@@ -111,7 +112,8 @@ async def test_without_a_sandbox_only_holders_of_the_permission_start_a_stdio_se
         llm.script(call("look", paths=[]), Reply(text="ok"))
         session, frames = await _turn(boss, key)
         seen = json.loads(tool_results(frames)[0]["output"])
-        assert seen["cwd"] == str(workspace_dir(user_id=boss.id, session_id=session.id))
+        assert seen["cwd"] != str(workspace_dir(user_id=boss.id, session_id=session.id))
+        assert os.listdir(seen["cwd"]) == [], "without a sandbox too, it starts in an empty folder (§6.6)"
     finally:
         reset_sandbox()
 
