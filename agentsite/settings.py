@@ -333,7 +333,9 @@ AGENTSITE_EMBEDDED_SCHEDULER = env_bool("AGENTSITE_EMBEDDED_SCHEDULER", True)
 # Where tools' processes run (docs/protocol.md §6.1, agents/sandbox/).
 AGENTSITE_SANDBOX = env_choice("AGENTSITE_SANDBOX", "auto", ("auto", "bwrap", "none"))
 AGENTSITE_SANDBOX_CPU_SECONDS = env_int("AGENTSITE_SANDBOX_CPU_SECONDS", 600, minimum=0)
-AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 8192, minimum=0)
+# The memory of one call's processes together, and the size of its private /tmp (docs/deployment.md "Memory").
+AGENTSITE_SANDBOX_MEMORY_MB = env_int("AGENTSITE_SANDBOX_MEMORY_MB", 2048, minimum=0)
+AGENTSITE_SANDBOX_TMP_MB = env_int("AGENTSITE_SANDBOX_TMP_MB", 256, minimum=0)
 AGENTSITE_SANDBOX_PROCESSES = env_int("AGENTSITE_SANDBOX_PROCESSES", 256, minimum=0)
 AGENTSITE_SANDBOX_FILE_SIZE_MB = env_int("AGENTSITE_SANDBOX_FILE_SIZE_MB", 1024, minimum=0)
 # MCP servers (mcpservers/): a chat session's connection to a server closes after this long without a call.

@@ -7,13 +7,16 @@ at start-up in :mod:`agents.sandbox.site`) and describe each process with a :cla
 from __future__ import annotations
 
 import contextlib
-import os
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from agents.sandbox.memory import CallCgroup
+    from agents.sandbox.startup import Spawning
 
 SandboxMode = Literal["bwrap", "none"]
 
@@ -30,12 +33,17 @@ class SandboxRefused(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-process resource limits (None: no limit). Applied inside the sandbox with `prlimit`."""
+    """Resource limits of one call (None: no limit). Per process, applied inside the sandbox with `prlimit`:
+    CPU seconds, the process count, file size and (where no cgroup holds `memory_bytes`, see
+    agents/sandbox/memory.py) a data limit. `memory_bytes`: what the call's processes use together;
+    `tmp_bytes`: the size of the private /tmp."""
 
     cpu_seconds: int | None = None
-    memory_bytes: int | None = None  # address space
+    memory_bytes: int | None = None
     processes: int | None = None
     file_size_bytes: int | None = None
+    data_bytes: int | None = None  # per process (RLIMIT_DATA)
+    tmp_bytes: int | None = None
 
     def prlimit_options(self, *, processes: bool = True) -> list[str]:
         """`prlimit` options for these limits (soft = hard), core dumps always off.
@@ -46,7 +54,7 @@ class Limits:
         options = ["--core=0"]
         for name, value in (
             ("cpu", self.cpu_seconds),
-            ("as", self.memory_bytes),
+            ("data", self.data_bytes),
             ("nproc", self.processes if processes else None),
             ("fsize", self.file_size_bytes),
         ):
@@ -81,17 +89,15 @@ class Confinement:
     empty_cwd: bool = False
 
 
-# Stands in `Launch.argv` for the number of the descriptor that carries `Launch.hidden_args`.
-ARGS_FD = "{args_fd}"
-
-
 @dataclass(frozen=True)
 class Launch:
     """How to start one process: the command line, environment, directory and OS user.
 
-    `hidden_args`: arguments handed to the program on a descriptor (bubblewrap's `--args FD`, whose
-    number replaces `ARGS_FD` in `argv`) rather than on its command line, where every process that can
-    read `/proc/<pid>/cmdline` — the sandbox's own, for its PID 1 — would see them.
+    `hidden_args`: arguments handed to the program on a descriptor (bubblewrap's `--args FD`) rather than
+    on its command line, where every process that can read `/proc/<pid>/cmdline` — the sandbox's own, for
+    its PID 1 — would see them. `cgroup`: the call's memory cgroup, joined before the program runs
+    anything (agents/sandbox/startup.py). The descriptor numbers stand in the arguments as placeholders
+    (`startup.ARGS_FD`, ...).
     """
 
     argv: list[str]
@@ -101,6 +107,7 @@ class Launch:
     user: int | None = None
     group: int | None = None
     hidden_args: tuple[str, ...] = ()
+    cgroup: CallCgroup | None = None
 
     def popen_options(self) -> dict[str, Any]:
         """Keyword arguments for `subprocess.Popen` / asyncio's subprocess functions."""
@@ -110,20 +117,15 @@ class Launch:
         return options
 
     @contextlib.contextmanager
-    def spawning(self) -> Iterator[tuple[list[str], dict[str, Any]]]:
-        """The command line and Popen options to start it with, valid while the block runs (the hidden
-        arguments are in an anonymous in-memory file the child inherits and reads once)."""
-        if not self.hidden_args:
-            yield self.argv, self.popen_options()
-            return
-        fd = os.memfd_create("args")
+    def spawning(self) -> Iterator[Spawning]:
+        """Its command line, Popen options and the steps after it started, valid while the block runs."""
+        from agents.sandbox.startup import Spawning
+
+        spawning = Spawning(self)
         try:
-            os.write(fd, b"".join(arg.encode() + b"\0" for arg in self.hidden_args))
-            os.lseek(fd, 0, os.SEEK_SET)
-            argv = [str(fd) if arg == ARGS_FD else arg for arg in self.argv]
-            yield argv, {**self.popen_options(), "pass_fds": (fd,)}
+            yield spawning
         finally:
-            os.close(fd)
+            spawning.close()
 
 
 class Sandbox(ABC):

@@ -29,7 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.sandbox.base import ARGS_FD, NO_LIMITS, Confinement, Launch, Limits, Sandbox
+from agents.sandbox.base import NO_LIMITS, Confinement, Launch, Limits, Sandbox
+from agents.sandbox.memory import MemoryCeiling
+from agents.sandbox.startup import ARGS_FD, BLOCK_FD, INFO_FD
 
 WORKSPACE_INSIDE = "/workspace"
 HOME_INSIDE = "/home/agent"
@@ -143,10 +145,14 @@ class BwrapSandbox(Sandbox):
         detail: str = "",
         uid: int | None = None,
         gid: int | None = None,
+        memory: MemoryCeiling | None = None,
     ) -> None:
         """`uid`/`gid`: the OS user bubblewrap runs as (a root server runs its sandboxes as an unprivileged
-        user: process limits do not apply to root); None runs it as the server's own user."""
+        user: process limits do not apply to root); None runs it as the server's own user. `memory`: where
+        each call's memory cgroup is made (None: the host offers none, and `limits` holds per-process limits
+        instead, agents/sandbox/memory.py)."""
         super().__init__(limits=limits, detail=detail)
+        self.memory = memory
         self.bwrap = bwrap
         self.prlimit = prlimit
         self.layout = layout
@@ -158,9 +164,15 @@ class BwrapSandbox(Sandbox):
         # bubblewrap's options name host paths (the workspace's folder in the data directory): they travel
         # on a descriptor, so its command line — PID 1's, inside — shows only the command (docs/protocol.md).
         options_end = full.index("--")
+        hidden = full[1:options_end]
+        cgroup = None
+        if self.memory is not None and confinement.limits.memory_bytes:
+            cgroup = self.memory.create(confinement.limits.memory_bytes)
+            hidden += ["--info-fd", INFO_FD, "--block-fd", BLOCK_FD]
         return Launch(
             argv=[self.bwrap, "--args", ARGS_FD, *full[options_end:]],
-            hidden_args=tuple(full[1:options_end]),
+            hidden_args=tuple(hidden),
+            cgroup=cgroup,
             env={},  # see the module docstring: /proc/1/environ inside is bubblewrap's environment
             cwd="/",
             sandboxed=True,
@@ -210,8 +222,8 @@ def bwrap_arguments(
     for hidden in layout.hidden:
         args += ["--tmpfs", hidden]
     args += ["--proc", "/proc", "--dev", "/dev"]
-    if confinement.limits.file_size_bytes:
-        args += ["--size", str(confinement.limits.file_size_bytes)]
+    if confinement.limits.tmp_bytes:
+        args += ["--size", str(confinement.limits.tmp_bytes)]
     args += ["--tmpfs", "/tmp", "--bind", str(confinement.workspace), WORKSPACE_INSIDE]
     if confinement.home is not None:
         args += ["--bind", str(confinement.home), HOME_INSIDE]

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from agents.sandbox import Confinement, Sandbox, SandboxRefused, start_process
 from agents.sandbox.base import NO_LIMITS
+from agents.sandbox.memory import CallCgroup
+from agents.sandbox.process import release_cgroup
 
 # The only variables a runner inherits from the server: enough to behave like a terminal tool, never the
 # server's secrets (API keys, SECRET_KEY, DATABASE_URL ...) nor its PATH (it names the server's own
@@ -164,8 +166,9 @@ def sweep_orphans(record_dir: Path) -> list[int]:
 class RunnerProcess:
     """Owns one runner child: its pipes, its stderr drain, and the shutdown of its process group."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, cgroup: CallCgroup | None = None) -> None:
         self.process = process
+        self.cgroup = cgroup  # its memory cgroup (agents/sandbox/memory.py), removed when it ends
         self.pid = process.pid
         self.pgid = process.pid  # start_new_session=True makes the child its group's leader
         self.stderr_tail = StderrTail()
@@ -182,7 +185,7 @@ class RunnerProcess:
         every process in it."""
         _check_workspace(confinement.workspace)
         try:
-            process = await start_process(
+            process, cgroup = await start_process(
                 [command, *args], sandbox=sandbox, confinement=confinement, line_limit=STDOUT_LINE_LIMIT
             )
         except SandboxRefused as exc:
@@ -193,7 +196,7 @@ class RunnerProcess:
             raise SpawnError(f"The runner command {command!r} is not executable.") from exc
         except OSError as exc:
             raise SpawnError(f"The runner command {command!r} could not be started: {exc}.") from exc
-        return cls(process)
+        return cls(process, cgroup)
 
     @property
     def returncode(self) -> int | None:
@@ -239,6 +242,7 @@ class RunnerProcess:
         await self.process.wait()
         # Killed helpers may linger as zombies until init reaps them; wait so callers see a clean slate.
         await _wait_until(lambda: not group_exists(self.pgid), reap_timeout)
+        await release_cgroup(self.cgroup)
         _forget(self.pgid)
         await self._stop_drain()
 

@@ -19,7 +19,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agents.sandbox.base import Confinement, Sandbox
+from agents.sandbox.base import Confinement, Launch, Sandbox
+from agents.sandbox.memory import CallCgroup
 
 OUTPUT_HEAD_BYTES = 48 * 1024
 OUTPUT_TAIL_BYTES = 16 * 1024
@@ -33,6 +34,7 @@ class CommandResult:
     output: str  # stdout and stderr together, capped (head and tail kept)
     returncode: int  # negative: killed by that signal
     timed_out: bool
+    memory_exhausted: bool = False  # its processes reached the call's memory ceiling
 
 
 class OutputBuffer:
@@ -105,17 +107,32 @@ async def run_command(
     Raises SandboxRefused when it may not run, OSError when it cannot start.
     """
     launch = sandbox.launch(argv, confinement)
+    try:
+        result = await _run(launch, limit_seconds)
+        if launch.cgroup is not None and launch.cgroup.memory_exhausted():
+            limit = (confinement.limits.memory_bytes or 0) // (1024 * 1024)
+            note = (
+                f"\n[the command reached the memory limit of this call ({limit} MB for all its processes "
+                "together, AGENTSITE_SANDBOX_MEMORY_MB): the system ended a process of it]"
+            )
+            result = CommandResult(result.output + note, result.returncode, result.timed_out, True)
+    finally:
+        await release_cgroup(launch.cgroup)
+    return result
+
+
+async def _run(launch: Launch, limit_seconds: float) -> CommandResult:
     buffer = OutputBuffer()
     loop = asyncio.get_running_loop()
-    with launch.spawning() as (command, options):  # its descriptors stay open until it started
+    with launch.spawning() as spawning:  # its descriptors stay open until it runs
         spawn = loop.create_task(
             loop.subprocess_exec(
                 lambda: _CommandProtocol(buffer),
-                *command,
+                *spawning.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                **options,
+                **spawning.options,
             )
         )
         try:
@@ -126,6 +143,11 @@ async def run_command(
             with contextlib.suppress(Exception):
                 transport, protocol = await spawn
                 await _end(transport, protocol)
+            raise
+        try:
+            await spawning.ready()
+        except BaseException:
+            await _end(transport, protocol)
             raise
     pid = transport.get_pid()
     try:
@@ -154,19 +176,42 @@ async def _end(transport: asyncio.SubprocessTransport, protocol: _CommandProtoco
 
 async def start_process(
     argv: Sequence[str], *, sandbox: Sandbox, confinement: Confinement, line_limit: int
-) -> asyncio.subprocess.Process:
+) -> tuple[asyncio.subprocess.Process, CallCgroup | None]:
     """Start a long-lived confined program with piped stdin, stdout and stderr (its owner ends it with
-    :func:`kill_group` on its pid). Raises SandboxRefused, or OSError when it cannot start."""
+    :func:`kill_group` on its pid, then :func:`release_cgroup` on the cgroup returned with it). Raises
+    SandboxRefused, or OSError when it cannot start."""
     launch = sandbox.launch(argv, confinement)
-    with launch.spawning() as (command, options):
-        return await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            limit=line_limit,
-            **options,
-        )
+    try:
+        with launch.spawning() as spawning:
+            process = await asyncio.create_subprocess_exec(
+                *spawning.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                limit=line_limit,
+                **spawning.options,
+            )
+            try:
+                await spawning.ready()
+            except BaseException:
+                kill_tree(process.pid)
+                await process.wait()
+                raise
+    except BaseException:
+        await release_cgroup(launch.cgroup)
+        raise
+    return process, launch.cgroup
+
+
+async def release_cgroup(cgroup: CallCgroup | None, within: float = 2.0) -> None:
+    """Remove a call's cgroup once its processes are gone (they may linger a moment after a kill); one
+    still busy then is left to the next start's sweep (agents/sandbox/memory.py)."""
+    if cgroup is None:
+        return
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not cgroup.remove() and loop.time() < deadline:  # noqa: ASYNC110 (no event tells it is empty)
+        await asyncio.sleep(0.02)
 
 
 async def _wait_for(event: asyncio.Event, limit_seconds: float, *, stop: asyncio.Event | None = None) -> bool:

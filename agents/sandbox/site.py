@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from django.conf import settings
@@ -23,6 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agents.sandbox.base import Confinement, Limits, NoSandbox, Sandbox, SandboxRefused
 from agents.sandbox.bwrap import BwrapSandbox, HostLayout
+from agents.sandbox.memory import MemoryCeiling, fallback_limits
 from agents.sandbox.programs import check_program_paths, program_paths, resolve_program, sandbox_path_error
 
 logger = logging.getLogger("agentsite.sandbox")
@@ -41,6 +43,7 @@ def site_limits() -> Limits:
         memory_bytes=settings.AGENTSITE_SANDBOX_MEMORY_MB * MB or None,
         processes=settings.AGENTSITE_SANDBOX_PROCESSES or None,
         file_size_bytes=settings.AGENTSITE_SANDBOX_FILE_SIZE_MB * MB or None,
+        tmp_bytes=settings.AGENTSITE_SANDBOX_TMP_MB * MB or None,
     )
 
 
@@ -81,7 +84,7 @@ def make_sandbox(mode: str, *, limits: Limits | None = None) -> Sandbox:
     prlimit = shutil.which("prlimit")
     if mode == "none":
         logger.warning("AGENTSITE_SANDBOX=none: commands and runners run without a sandbox")
-        return NoSandbox(limits=limits, detail="AGENTSITE_SANDBOX=none", prlimit=prlimit)
+        return NoSandbox(limits=fallback_limits(limits), detail="AGENTSITE_SANDBOX=none", prlimit=prlimit)
     try:
         sandbox = _bubblewrap(limits, prlimit)
     except _ProbeFailed as exc:
@@ -90,7 +93,7 @@ def make_sandbox(mode: str, *, limits: Limits | None = None) -> Sandbox:
         logger.warning(
             "no sandbox for commands: %s. Only users with agents.run_unsandboxed may run them.", exc
         )
-        return NoSandbox(limits=limits, detail=str(exc), prlimit=prlimit)
+        return NoSandbox(limits=fallback_limits(limits), detail=str(exc), prlimit=prlimit)
     logger.info("commands and runners run in a bubblewrap sandbox (%s)", sandbox.detail)
     return sandbox
 
@@ -127,17 +130,34 @@ def _bubblewrap(limits: Limits, prlimit: str | None) -> BwrapSandbox:
         hidden=[settings.DATA_DIR, settings.BASE_DIR],
         disable_userns="--disable-userns" in help_text,
     )
+    memory = MemoryCeiling.find() if limits.memory_bytes else None
+    if memory is None:
+        limits = fallback_limits(limits)
+    detail = f"{version}; " + (memory.detail if memory else "memory: per-process limits (no cgroup)")
     sandbox = BwrapSandbox(
-        bwrap=bwrap, prlimit=prlimit, layout=layout, limits=limits, detail=version, uid=uid, gid=gid
+        bwrap=bwrap,
+        prlimit=prlimit,
+        layout=layout,
+        limits=limits,
+        detail=detail,
+        uid=uid,
+        gid=gid,
+        memory=memory,
     )
     with tempfile.TemporaryDirectory(prefix="probe-", dir=state) as scratch:
         workspace = Path(scratch)
         hand_over(workspace)
-        launch = sandbox.launch(["/bin/sh", "-c", "exit 0"], Confinement(workspace=workspace, limits=limits))
+        probe = Confinement(workspace=workspace, limits=replace(limits, memory_bytes=None))
+        launch = sandbox.launch(["/bin/sh", "-c", "exit 0"], probe)
         try:
-            with launch.spawning() as (command, options):
+            with launch.spawning() as spawning:
                 result = subprocess.run(
-                    command, capture_output=True, text=True, timeout=PROBE_SECONDS, check=False, **options
+                    spawning.argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=PROBE_SECONDS,
+                    check=False,
+                    **spawning.options,
                 )
         except (OSError, subprocess.SubprocessError) as exc:
             raise _ProbeFailed(f"bubblewrap could not be started: {exc}") from None

@@ -85,14 +85,21 @@ def test_a_runner_gets_its_home_and_its_program_read_only() -> None:
 
 
 def test_limits_are_set_inside_with_prlimit_before_the_program() -> None:
-    limits = Limits(cpu_seconds=5, memory_bytes=1 << 30, processes=64, file_size_bytes=1 << 20)
+    limits = Limits(
+        cpu_seconds=5,
+        memory_bytes=1 << 30,
+        processes=64,
+        file_size_bytes=1 << 20,
+        data_bytes=1 << 26,
+        tmp_bytes=1 << 24,
+    )
     args = arguments(limits=limits)
     tail = args[args.index("--") + 1 :]
     assert tail == [
         "/usr/bin/prlimit",
         "--core=0",
         "--cpu=5:5",
-        f"--as={1 << 30}:{1 << 30}",
+        f"--data={1 << 26}:{1 << 26}",  # per process; the call's memory_bytes is a cgroup's
         "--nproc=64:64",
         f"--fsize={1 << 20}:{1 << 20}",
         "--",
@@ -100,7 +107,7 @@ def test_limits_are_set_inside_with_prlimit_before_the_program() -> None:
         "-c",
         "ls",
     ]
-    assert pairs(args, "--size") == [(str(1 << 20),)]  # the private /tmp is bounded like files are
+    assert pairs(args, "--size") == [(str(1 << 24),)]  # the private /tmp: AGENTSITE_SANDBOX_TMP_MB
 
 
 def test_bubblewrap_itself_starts_with_an_empty_environment_as_the_sandbox_user() -> None:

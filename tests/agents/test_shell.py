@@ -257,4 +257,4 @@ async def test_file_size_and_memory_limits_hold(workspace: Path) -> None:
     await shell(ctx, "dd if=/dev/zero of=big bs=1M count=64 2>/dev/null; true")
     assert (workspace / "big").stat().st_size <= 4 * 1024 * 1024
     output = await shell(ctx, "python3 -c 'x = bytearray(512 * 1024 * 1024)' 2>&1; true")
-    assert "MemoryError" in output
+    assert "MemoryError" in output or "memory limit" in output  # per process, or a cgroup for the call
