@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from agents.sandbox.memory import CallCgroup
+    from agents.sandbox.network import NetworkStack
     from agents.sandbox.startup import Spawning
 
 SandboxMode = Literal["bwrap", "none"]
@@ -96,8 +97,8 @@ class Launch:
     `hidden_args`: arguments handed to the program on a descriptor (bubblewrap's `--args FD`) rather than
     on its command line, where every process that can read `/proc/<pid>/cmdline` — the sandbox's own, for
     its PID 1 — would see them. `cgroup`: the call's memory cgroup, joined before the program runs
-    anything (agents/sandbox/startup.py). The descriptor numbers stand in the arguments as placeholders
-    (`startup.ARGS_FD`, ...).
+    anything (agents/sandbox/startup.py); `network`: the user-mode stack its namespace gets before that.
+    The descriptor numbers stand in the arguments as placeholders (`startup.ARGS_FD`, ...).
     """
 
     argv: list[str]
@@ -108,6 +109,7 @@ class Launch:
     group: int | None = None
     hidden_args: tuple[str, ...] = ()
     cgroup: CallCgroup | None = None
+    network: NetworkStack | None = None
 
     def popen_options(self) -> dict[str, Any]:
         """Keyword arguments for `subprocess.Popen` / asyncio's subprocess functions."""

@@ -1,7 +1,8 @@
 """The bubblewrap sandbox: bubblewrap's command line for one confined process.
 
-What the process gets (docs/protocol.md §6.1): new user, PID, IPC, UTS, cgroup and (unless
-`network`) network namespaces and a mount namespace of its own, in which only these exist:
+What the process gets (docs/protocol.md §6.1): new user, PID, IPC, UTS, cgroup and network namespaces
+(with `network`, a user-mode stack that never reaches the host or private ranges: agents/sandbox/network.py)
+and a mount namespace of its own, in which only these exist:
 - the system's programs and libraries (`/usr`, `/bin`, `/lib*`, `/sbin`) read-only, and a short list
   of `/etc` entries that programs need (certificates, resolver, time zone, linker cache) — not the
   whole of `/etc`, where deployments keep their own secrets; `/etc/passwd` and `/etc/group` are
@@ -31,7 +32,8 @@ from pathlib import Path
 
 from agents.sandbox.base import NO_LIMITS, Confinement, Launch, Limits, Sandbox
 from agents.sandbox.memory import MemoryCeiling
-from agents.sandbox.startup import ARGS_FD, BLOCK_FD, INFO_FD
+from agents.sandbox.network import NetworkStack
+from agents.sandbox.startup import ARGS_FD, BLOCK_FD, INFO_FD, SYNC_FD
 
 WORKSPACE_INSIDE = "/workspace"
 HOME_INSIDE = "/home/agent"
@@ -81,7 +83,8 @@ class HostLayout:
     source, path inside) for each /etc entry that exists (a symlinked entry such as resolv.conf is
     bound from its target); `passwd`/`group`: the generated account files; `hidden`: host paths that
     must not be seen even where they lie inside a bound system directory (the data directory, the
-    project's code), covered with an empty tmpfs.
+    project's code), covered with an empty tmpfs; `network`: the user-mode network stack for sandboxes
+    with `network` (None: they get none either).
     """
 
     system: tuple[tuple[str, str | None], ...]
@@ -90,6 +93,7 @@ class HostLayout:
     group: Path
     hidden: tuple[str, ...] = ()
     disable_userns: bool = False
+    network: NetworkStack | None = None
 
     @classmethod
     def read(
@@ -168,11 +172,14 @@ class BwrapSandbox(Sandbox):
         cgroup = None
         if self.memory is not None and confinement.limits.memory_bytes:
             cgroup = self.memory.create(confinement.limits.memory_bytes)
+        network = self.layout.network if confinement.network else None
+        if cgroup is not None or network is not None:
             hidden += ["--info-fd", INFO_FD, "--block-fd", BLOCK_FD]
         return Launch(
             argv=[self.bwrap, "--args", ARGS_FD, *full[options_end:]],
             hidden_args=tuple(hidden),
             cgroup=cgroup,
+            network=network,
             env={},  # see the module docstring: /proc/1/environ inside is bubblewrap's environment
             cwd="/",
             sandboxed=True,
@@ -199,8 +206,7 @@ def bwrap_arguments(
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]
-    if not confinement.network:
-        args.append("--unshare-net")
+    args.append("--unshare-net")  # with `network`, a user-mode stack is attached (agents/sandbox/network.py)
     args += ["--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", HOSTNAME]
     if layout.disable_userns:
         args.append("--disable-userns")
@@ -216,8 +222,13 @@ def bwrap_arguments(
         args += ["--setenv", name, value]
     for path, target in layout.system:
         args += ["--symlink", target, path] if target is not None else ["--ro-bind", path, path]
+    network = layout.network if confinement.network else None
     for source, inside in layout.etc:
+        if network is not None and inside == "/etc/resolv.conf":
+            source = str(network.resolv_conf)  # the stack's own resolver: the host's may be on loopback
         args += ["--ro-bind-try", source, inside]
+    if network is not None:
+        args += ["--sync-fd", SYNC_FD]
     args += ["--ro-bind", str(layout.passwd), "/etc/passwd", "--ro-bind", str(layout.group), "/etc/group"]
     for hidden in layout.hidden:
         args += ["--tmpfs", hidden]

@@ -25,6 +25,7 @@ from django.core.exceptions import ImproperlyConfigured
 from agents.sandbox.base import Confinement, Limits, NoSandbox, Sandbox, SandboxRefused
 from agents.sandbox.bwrap import BwrapSandbox, HostLayout
 from agents.sandbox.memory import MemoryCeiling, fallback_limits
+from agents.sandbox.network import NetworkStack
 from agents.sandbox.programs import check_program_paths, program_paths, resolve_program, sandbox_path_error
 
 logger = logging.getLogger("agentsite.sandbox")
@@ -130,10 +131,15 @@ def _bubblewrap(limits: Limits, prlimit: str | None) -> BwrapSandbox:
         hidden=[settings.DATA_DIR, settings.BASE_DIR],
         disable_userns="--disable-userns" in help_text,
     )
+    network = NetworkStack.find(state_dir=state)
+    if isinstance(network, str):
+        logger.warning("sandbox_network gives no network on this host: %s", network)
+    layout = replace(layout, network=None if isinstance(network, str) else network)
     memory = MemoryCeiling.find() if limits.memory_bytes else None
     if memory is None:
         limits = fallback_limits(limits)
     detail = f"{version}; " + (memory.detail if memory else "memory: per-process limits (no cgroup)")
+    detail += "; sandbox_network: " + (network if isinstance(network, str) else "slirp4netns")
     sandbox = BwrapSandbox(
         bwrap=bwrap,
         prlimit=prlimit,

@@ -48,8 +48,11 @@ def test_every_namespace_is_new_and_privileges_are_dropped() -> None:
     assert pairs(args, "--uid") == [("1000",)] and "--disable-userns" in args
 
 
-def test_network_is_shared_only_when_asked() -> None:
-    assert "--unshare-net" not in arguments(network=True)
+def test_the_hosts_network_is_never_shared() -> None:
+    """With `network`, a user-mode stack is attached to the sandbox's own namespace (tests/agents/
+    test_sandbox_network.py); without a stack on the host, there is none."""
+    assert "--unshare-net" in arguments(network=True)
+    assert "--sync-fd" not in arguments(network=True), "no stack in this layout: no helper to keep alive"
 
 
 def test_the_environment_is_exactly_what_was_given_plus_home() -> None:
@@ -242,7 +245,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ["agentsite", "agents", "chat", "acp", "mcpservers", "cron", "portal"]
 # Where a process may be started: the sandbox launcher (and its start-up probe), and `serve`, which starts
 # the server's own worker processes (nothing a user drives).
-LAUNCHERS = {"agents/sandbox/process.py", "agents/sandbox/site.py", "agentsite/management/commands/serve.py"}
+LAUNCHERS = {
+    "agents/sandbox/process.py",
+    "agents/sandbox/site.py",
+    "agents/sandbox/network.py",  # the network helper a sandbox gets (slirp4netns, its routes)
+    "agentsite/management/commands/serve.py",
+}
 _SPAWNING_CALLS = {"create_subprocess_exec", "create_subprocess_shell", "subprocess_exec", "subprocess_shell"}
 _SPAWNING_OS_CALLS = {
     "system",

@@ -234,14 +234,6 @@ async def test_no_network_without_sandbox_network(bwrap_ctx: ToolContext) -> Non
     assert "REACHED" not in output and ("refused" in output.lower() or "unreachable" in output.lower())
 
 
-async def test_sandbox_network_gives_the_network(workspace: Path) -> None:
-    ctx = ToolContext(workspace=workspace, session_id="s", sandbox=sandbox_of("bwrap"), sandbox_network=True)
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        port = listener.getsockname()[1]
-        probe = connect_probe(port)
-        assert "REACHED" in await shell(ctx, probe)
-
-
 async def test_a_fork_loop_hits_the_process_limit_and_leaves_nothing(workspace: Path) -> None:
     limits = Limits(processes=32, cpu_seconds=30)
     ctx = ToolContext(workspace=workspace, session_id="s", sandbox=sandbox_of("bwrap", limits))
