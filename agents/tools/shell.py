@@ -113,7 +113,10 @@ class ShellTool(Tool):
             raise ToolError(
                 f"{passed} {ending}; delete files to make room (its files are kept). Output:\n{output}"
             )
-        await audit.ended("timed_out" if result.timed_out else "exited", exit_code=result.returncode)
+        limit = "the memory limit of this call" if result.memory_exhausted else None  # docs/protocol.md §6.6
+        await audit.ended(
+            "timed_out" if result.timed_out else "exited", exit_code=result.returncode, error=limit
+        )
         if result.timed_out:
             raise ToolError(
                 f"The command timed out after {params.timeout_seconds} s and was killed with every "

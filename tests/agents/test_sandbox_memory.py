@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,11 +41,17 @@ async def shell(ctx: ToolContext, command: str) -> str:
 async def test_processes_of_one_call_together_stop_at_the_memory_ceiling(workspace: Path) -> None:
     sandbox = sandbox_of("bwrap", LIMITS)
     assert isinstance(sandbox, BwrapSandbox)
-    ctx = ToolContext(workspace=workspace, session_id="s", sandbox=sandbox)
+    audited: list[dict[str, Any]] = []
+
+    async def audit(action: str, *, summary: str, details: dict[str, Any]) -> None:
+        audited.append(details)
+
+    ctx = ToolContext(workspace=workspace, session_id="s", sandbox=sandbox, audit=audit)
     tag = marker()
     output = await shell(ctx, HOG.format(tag=tag))
     if sandbox.memory is not None:  # a cgroup for the call: the kernel ends a process, the user is told
         assert "memory limit of this call (256 MB" in output, output
+        assert audited[-1]["error"] == "the memory limit of this call", "counted in the audit trail"
     else:  # per process: an equal share of the ceiling each, and fewer processes
         assert sandbox.limits.data_bytes == 256 * MB // FALLBACK_PROCESSES
         assert "MemoryError" in output, output
