@@ -14,6 +14,10 @@ for users who hold `agents.run_unsandboxed`).
   with pipes), so that nothing outlives its call.
 - :mod:`agents.sandbox.children`: a long-lived runner (ACP agent, stdio MCP server) as one owned child:
   its process group, its stderr, its end, and the record that ends it after a server was killed.
+- :mod:`agents.sandbox.startup`: one start in steps: bubblewrap's options on a descriptor, and what is done
+  between its report and its command (the memory cgroup, the network).
+- :mod:`agents.sandbox.memory`: the memory ceiling of one call (a cgroup, or per-process shares).
+- :mod:`agents.sandbox.network`: `sandbox_network` through a user-mode stack that never reaches the host.
 - :mod:`agents.sandbox.site`: the Django side: settings, the start-up probe, the status shown in
   `/healthz` and the admin, workspace and runner-home folders, the program a runner starts.
 """

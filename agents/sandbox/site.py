@@ -85,7 +85,12 @@ def make_sandbox(mode: str, *, limits: Limits | None = None) -> Sandbox:
     prlimit = shutil.which("prlimit")
     if mode == "none":
         logger.warning("AGENTSITE_SANDBOX=none: commands and runners run without a sandbox")
-        return NoSandbox(limits=fallback_limits(limits), detail="AGENTSITE_SANDBOX=none", prlimit=prlimit)
+        return NoSandbox(
+            limits=fallback_limits(limits),
+            detail="AGENTSITE_SANDBOX=none",
+            prlimit=prlimit,
+            empty_dir=_empty(),
+        )
     try:
         sandbox = _bubblewrap(limits, prlimit)
     except _ProbeFailed as exc:
@@ -94,9 +99,17 @@ def make_sandbox(mode: str, *, limits: Limits | None = None) -> Sandbox:
         logger.warning(
             "no sandbox for commands: %s. Only users with agents.run_unsandboxed may run them.", exc
         )
-        return NoSandbox(limits=fallback_limits(limits), detail=str(exc), prlimit=prlimit)
+        return NoSandbox(limits=fallback_limits(limits), detail=str(exc), prlimit=prlimit, empty_dir=_empty())
     logger.info("commands and runners run in a bubblewrap sandbox (%s)", sandbox.detail)
     return sandbox
+
+
+def _empty() -> Path:
+    """The empty folder an MCP server starts in without a sandbox (docs/protocol.md §6.6)."""
+    folder = Path(settings.DATA_DIR) / "sandbox" / "empty"
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o555)
+    return folder
 
 
 class _ProbeFailed(Exception):
