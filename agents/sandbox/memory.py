@@ -87,7 +87,7 @@ class MemoryCeiling:
 
     @property
     def detail(self) -> str:
-        return f"memory ceiling per call: cgroup v{self.version} {self.base}"
+        return f"memory: a cgroup v{self.version} per call"  # shown in /healthz: no host path
 
     def create(self, limit_bytes: int) -> CallCgroup:
         """A new cgroup for one call whose processes use at most `limit_bytes` (OSError when refused)."""

@@ -149,6 +149,8 @@ def _bubblewrap(limits: Limits, prlimit: str | None) -> BwrapSandbox:
         logger.warning("sandbox_network gives no network on this host: %s", network)
     layout = replace(layout, network=None if isinstance(network, str) else network)
     memory = MemoryCeiling.find() if limits.memory_bytes else None
+    if memory is not None:
+        logger.info("each call's memory cgroup is made under %s", memory.base)
     if memory is None:
         limits = fallback_limits(limits)
     detail = f"{version}; " + (memory.detail if memory else "memory: per-process limits (no cgroup)")
