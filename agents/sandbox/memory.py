@@ -120,7 +120,12 @@ class MemoryCeiling:
     def find(cls) -> MemoryCeiling | None:
         """The ceiling this host offers, or None (then :func:`fallback_limits`). Tries each place and
         creates (and removes) one call's cgroup to be sure."""
-        for version, base in _candidates():
+        try:
+            own = Path("/proc/self/cgroup").read_text()
+            mounts = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return None
+        for version, base in candidates(own, mounts):
             try:
                 ceiling = cls(base, version)
                 base.mkdir(exist_ok=True)
@@ -134,15 +139,11 @@ class MemoryCeiling:
         return None
 
 
-def _candidates() -> list[tuple[Literal[1, 2], Path]]:
-    """(version, base) pairs to try, best first, from /proc/self/cgroup and the mounted hierarchies."""
-    try:
-        own = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
+def candidates(own_cgroups: str, mountinfo: str) -> list[tuple[Literal[1, 2], Path]]:
+    """(version, base) pairs to try, best first, from a process's /proc/self/cgroup and /proc/self/mountinfo
+    (cgroup v2 only where its `cgroup.controllers` offers memory)."""
     unified = v1_memory = None
-    for line in mounts:
+    for line in mountinfo.splitlines():
         before, _, after = line.partition(" - ")
         fields, extra = before.split(), after.split()
         if len(fields) < 5 or len(extra) < 3:
@@ -152,7 +153,7 @@ def _candidates() -> list[tuple[Literal[1, 2], Path]]:
         elif extra[0] == "cgroup" and "memory" in extra[2].split(","):
             v1_memory = Path(fields[4])
     found: list[tuple[Literal[1, 2], Path]] = []
-    for line in own:
+    for line in own_cgroups.splitlines():
         number, _, rest = line.partition(":")
         controllers, _, relative = rest.partition(":")
         if number == "0" and unified is not None:

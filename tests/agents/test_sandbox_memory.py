@@ -13,7 +13,7 @@ import pytest
 
 from agents.sandbox import Limits
 from agents.sandbox.bwrap import BwrapSandbox
-from agents.sandbox.memory import FALLBACK_PROCESSES, fallback_limits
+from agents.sandbox.memory import FALLBACK_PROCESSES, candidates, fallback_limits
 from agents.tools import ToolContext, registry
 from tests.support.processes import gone, marker
 from tests.support.sandboxes import sandbox_of, sandbox_workspace
@@ -78,3 +78,46 @@ def test_without_a_cgroup_the_processes_shares_add_up_to_the_ceiling() -> None:
     few = fallback_limits(Limits(memory_bytes=2048 * MB, processes=4))
     assert few.processes == 4 and few.data_bytes == 512 * MB
     assert fallback_limits(Limits(processes=256)).data_bytes is None, "0: no ceiling"
+
+
+async def test_without_a_cgroup_each_process_stops_at_its_share(workspace: Path) -> None:
+    """The fallback where the host offers no memory cgroup (forced: the site's bubblewrap without one)."""
+    site = sandbox_of("bwrap", LIMITS)
+    assert isinstance(site, BwrapSandbox)
+    limits = fallback_limits(LIMITS)
+    sandbox = BwrapSandbox(
+        bwrap=site.bwrap, prlimit=site.prlimit, layout=site.layout, limits=limits, uid=site.uid, gid=site.gid
+    )
+    ctx = ToolContext(workspace=workspace, session_id="s", sandbox=sandbox)
+    tag = marker()
+    output = await shell(ctx, HOG.format(tag=tag))
+    assert output.count("MemoryError") == 4, output
+    assert "memory limit of this call" not in output
+    assert gone(tag)
+
+
+def test_the_cgroup_is_found_where_the_host_offers_one(tmp_path: Path) -> None:
+    """Which cgroup the ceiling uses, read from a process's view of the host (its /proc/self/cgroup and
+    mountinfo, and the hierarchy's cgroup.controllers; here a folder laid out like one)."""
+    unified = tmp_path / "unified"
+    service = unified / "system.slice" / "agentsite.service"
+    (service / "supervisor").mkdir(parents=True)
+    for folder in (unified, service, service / "supervisor"):
+        (folder / "cgroup.controllers").write_text("cpu io memory pids\n")
+    v2_only = f"29 23 0:26 / {unified} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+    found = candidates("0::/system.slice/agentsite.service/supervisor\n", v2_only)
+    # the server's own cgroup first, then the one systemd delegated (DelegateSubgroup=supervisor)
+    assert found == [(2, service / "supervisor" / "agentsite"), (2, service / "agentsite")]
+    assert candidates("0::/\n", v2_only) == [(2, unified / "agentsite")], "the root: no parent above it"
+
+    (service / "cgroup.controllers").write_text("cpu io pids\n")  # memory not delegated
+    (service / "supervisor" / "cgroup.controllers").write_text("cpu io pids\n")
+    assert candidates("0::/system.slice/agentsite.service/supervisor\n", v2_only) == []
+
+    memory = tmp_path / "memory"
+    hybrid = (  # this host: v1 controllers, an empty cgroup2 beside them
+        f"30 23 0:27 / {memory} rw,relatime - cgroup cgroup rw,memory\n"
+        f"31 23 0:28 / {tmp_path / 'empty-unified'} rw,relatime - cgroup2 cgroup2 rw\n"
+    )
+    own = "4:memory:/process_api/abc\n1:cpu:/\n0::/\n"
+    assert candidates(own, hybrid) == [(1, memory / "process_api" / "abc" / "agentsite")]
