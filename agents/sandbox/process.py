@@ -108,7 +108,7 @@ async def run_command(
     """
     launch = sandbox.launch(argv, confinement)
     try:
-        result = await _run(launch, limit_seconds)
+        result = await _run(launch, limit_seconds, stop)
         if launch.cgroup is not None and launch.cgroup.memory_exhausted():
             limit = (confinement.limits.memory_bytes or 0) // (1024 * 1024)
             note = (
@@ -121,7 +121,7 @@ async def run_command(
     return result
 
 
-async def _run(launch: Launch, limit_seconds: float) -> CommandResult:
+async def _run(launch: Launch, limit_seconds: float, stop: asyncio.Event | None) -> CommandResult:
     buffer = OutputBuffer()
     loop = asyncio.get_running_loop()
     with launch.spawning() as spawning:  # its descriptors stay open until it runs
