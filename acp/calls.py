@@ -106,6 +106,7 @@ async def lost_runner_error(
     assert process is not None
     returncode = await process.wait_exit(EXIT_GRACE_SECONDS)
     status = f"exited with code {returncode}" if returncode is not None else "closed its output"
+    status += process.memory_note()
     code: ErrorCode = "initialize_failed" if phase in ("initialize", "session/new") else "crashed"
     message = f"Runner '{runner}' {status} during {phase}."
     tail = process.stderr_tail.text()

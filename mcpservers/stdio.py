@@ -102,8 +102,7 @@ async def _forward(
         if not line:
             code = await process.wait_exit(_EXIT_WAIT_SECONDS)
             link.lost = "its process ended" + (f" (exit code {code})" if code is not None else "")
-            if process.cgroup is not None and process.cgroup.memory_exhausted():
-                link.lost += " at the memory limit of its sandbox (AGENTSITE_SANDBOX_MEMORY_MB)"
+            link.lost += process.memory_note()
             return
         if not line.strip():
             continue

@@ -202,6 +202,13 @@ class RunnerProcess:
     def returncode(self) -> int | None:
         return self.process.returncode
 
+    def memory_note(self) -> str:
+        """ " at the memory limit …" when its call's memory ceiling ended a process of it (for the sentence
+        that says it ended), else ""."""
+        if self.cgroup is not None and self.cgroup.memory_exhausted():
+            return " at the memory limit of its sandbox (AGENTSITE_SANDBOX_MEMORY_MB)"
+        return ""
+
     async def _drain_stderr(self) -> None:
         """Read stderr until EOF so a chatty runner never blocks on a full pipe."""
         stream = self.process.stderr
