@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from agents.endpoints import provider_policy
 from agents.models import Agent, Provider, SiteDefault, ToolSetting
 from agents.sandbox.site import get_sandbox
+from agents.services import site_default_adopt
 from agentsite.encryption import is_unreadable, unreadable_message
 
 
@@ -50,6 +51,13 @@ class ProviderAdmin(admin.ModelAdmin):
     form = ProviderForm
     list_display = ["id", "name", "base_url", "default_model", "key_state"]
     search_fields = ["id", "name", "base_url"]
+    readonly_fields = ["discovered_models"]
+
+    def save_model(self, request: HttpRequest, obj: Provider, form: Any, change: bool) -> None:
+        """The first provider becomes the site default, as over REST (agents/services.py)."""
+        super().save_model(request, obj, form, change)
+        if not change:
+            site_default_adopt(provider=obj)
 
     @admin.display(description="API key")
     def key_state(self, obj: Provider) -> str:

@@ -24,7 +24,7 @@ from agents.serializers import (
     ToolItemSerializer,
     ToolSwitchSerializer,
 )
-from agents.services import tool_items_for, tool_set_enabled
+from agents.services import provider_models_found, site_default_adopt, tool_items_for, tool_set_enabled
 from agentsite.errors import ApiError
 from agentsite.openapi import PAGE_PARAMETERS, errors
 from agentsite.pagination import CursorPage
@@ -127,6 +127,10 @@ class ProviderListApi(AtomicWrites, generics.ListCreateAPIView):
     permission_classes = [IsStaffOrReadOnly]
     pagination_class = ProviderPage
 
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            site_default_adopt(provider=serializer.save())
+
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().list(request, *args, **kwargs)
         site = SiteDefault.objects.filter(id=1).first()
@@ -188,7 +192,8 @@ class ProviderActiveApi(APIView):
 
 
 class ProviderTestApi(APIView):
-    """Check that the endpoint answers and return its model list (staff: it makes an outbound call).
+    """Check that the endpoint answers and return its model list (staff: it makes an outbound call). The
+    list found is kept on the provider (`discovered_models`) and offered in the portal's model fields.
 
     The answer holds the status and the model ids only (docs/protocol.md §6.3): the model client reads
     nothing else of the body and words every failure so that it cannot serve as a port scanner
@@ -220,6 +225,7 @@ class ProviderTestApi(APIView):
             models = async_to_sync(_list_and_close)(client)
         except ModelError as exc:
             return Response({"ok": False, "error": {"code": exc.code, "message": exc.message}, "models": []})
+        provider_models_found(provider=provider, models=models)
         return Response({"ok": True, "models": models})
 
 

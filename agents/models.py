@@ -26,6 +26,12 @@ class Provider(models.Model):
     api_key = EncryptedTextField(blank=True)
     model_list = models.JSONField(default=list, blank=True)
     default_model = models.CharField(max_length=200, blank=True)
+    discovered_models = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The model ids the endpoint listed at its last successful test "
+        "(POST /providers/{id}/test), offered in the model fields; unlike `model_list`, they allow nothing.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -43,8 +49,14 @@ class Provider(models.Model):
             "api_key_set": bool(self.api_key),
             "models": list(self.model_list),
             "default_model": self.default_model or None,
+            "discovered_models": list(self.discovered_models),
             "created_at": iso(self.created_at),
         }
+
+    @property
+    def known_models(self) -> list[str]:
+        """The listed models, then those its last test found: what the portal's model fields offer."""
+        return list(dict.fromkeys([*self.model_list, *self.discovered_models]))
 
 
 class Agent(models.Model):

@@ -61,10 +61,25 @@ class ProviderSerializer(StrictModelSerializer):
         source="model_list", child=StrictCharField(max_length=200), required=False, default=list
     )
     default_model = StrictCharField(max_length=200, required=False, allow_blank=True, allow_null=True)
+    discovered_models = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="The model ids the last successful test listed (offered; they allow nothing).",
+    )
 
     class Meta:
         model = Provider
-        fields = ["id", "name", "base_url", "api_key", "api_key_set", "models", "default_model", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "base_url",
+            "api_key",
+            "api_key_set",
+            "models",
+            "default_model",
+            "discovered_models",
+            "created_at",
+        ]
         read_only_fields = ["created_at"]
 
     def get_api_key_set(self, obj: Provider) -> bool:

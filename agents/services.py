@@ -103,12 +103,27 @@ def provider_register_from_env() -> Provider | None:
             "model_list": [model],
         },
     )
-    site = SiteDefault.load()
-    if site.provider_id is None:
-        site.provider = provider
-        site.model = model
-        site.save()
+    site_default_adopt(provider=provider)
     return provider
+
+
+def site_default_adopt(*, provider: Provider) -> bool:
+    """The first provider becomes the site default (docs/protocol.md §2 extension): with none chosen yet,
+    chats would keep using the demo model although a real one was just configured. Called by every writer
+    that adds a provider (REST, admin, the environment), in its transaction; an operator's choice stays."""
+    site = SiteDefault.load()
+    if site.provider_id is not None:
+        return False
+    site.provider = provider
+    site.model = provider.default_model or (provider.model_list[0] if provider.model_list else "")
+    site.save()
+    return True
+
+
+def provider_models_found(*, provider: Provider, models: list[str]) -> None:
+    """Keep the model ids a successful test listed (offered in the portal's model fields). An UPDATE of
+    that column only: what an endpoint says is no configuration change to audit."""
+    Provider.objects.filter(id=provider.id).update(discovered_models=list(models))
 
 
 def agent_exists(*, name: str) -> bool:

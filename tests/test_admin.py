@@ -74,3 +74,16 @@ def test_admin_is_closed_to_non_staff(client: Client, alice: Any) -> None:
 
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def test_the_first_provider_added_in_the_admin_becomes_the_site_default(client: Client, db: Any) -> None:
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-123")
+    client.force_login(root)
+    form = {"name": "Local", "base_url": "http://127.0.0.1:8001/v1", "api_key": "", "model_list": '["m1"]'}
+
+    for provider_id in ("first", "second"):
+        response = client.post(reverse("admin:agents_provider_add"), {"id": provider_id, **form})
+        assert response.status_code == 302, response.content.decode()[:2000]
+
+    site = SiteDefault.objects.get(id=1)
+    assert (site.provider_id, site.model) == ("first", "m1")

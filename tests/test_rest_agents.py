@@ -345,6 +345,83 @@ def test_provider_test_lists_models_of_a_reachable_endpoint(
     assert response.json() == {"ok": True, "models": ["fake-model", "fake-model-large"]}
 
 
+def test_the_first_provider_becomes_the_site_default_and_a_second_does_not(
+    api: Any, staff_key: str, alice_key: str
+) -> None:
+    assert api(staff_key).post(PROVIDERS, provider_body(id="first")).status_code == 201
+    assert api(alice_key).get(f"{PROVIDERS}/active").json() == {"provider_id": "first", "model": "m-small"}
+
+    assert api(staff_key).post(PROVIDERS, provider_body(id="second", default_model="")).status_code == 201
+
+    assert api(alice_key).get(f"{PROVIDERS}/active").json() == {"provider_id": "first", "model": "m-small"}
+
+
+def test_a_first_provider_without_a_default_model_is_the_default_with_its_first_model(
+    api: Any, staff_key: str
+) -> None:
+    api(staff_key).post(PROVIDERS, provider_body(id="first", default_model=None, models=["a", "b"]))
+
+    assert api(staff_key).get(f"{PROVIDERS}/active").json() == {"provider_id": "first", "model": "a"}
+
+
+def test_a_refused_provider_makes_no_default(api: Any, staff_key: str) -> None:
+    assert_error(api(staff_key).post(PROVIDERS, provider_body(id="bad id")), 400, "invalid")
+
+    assert api(staff_key).get(f"{PROVIDERS}/active").json() == {"provider_id": None, "model": None}
+
+
+def test_an_operators_choice_of_default_is_kept_when_the_only_provider_is_added_again(
+    api: Any, staff_key: str, provider: dict[str, Any]
+) -> None:
+    api(staff_key).post(PROVIDERS, provider_body(id="other"))
+    api(staff_key).put(f"{PROVIDERS}/active", {"provider_id": "other", "model": "m-large"})
+    api(staff_key).delete(f"{PROVIDERS}/local")
+    api(staff_key).post(PROVIDERS, provider_body(id="third"))
+
+    assert api(staff_key).get(f"{PROVIDERS}/active").json() == {"provider_id": "other", "model": "m-large"}
+
+
+def test_provider_test_keeps_the_models_found_on_the_provider(
+    api: Any, staff_key: str, fake_llm_process: Any
+) -> None:
+    api(staff_key).post(PROVIDERS, provider_body(id="fake", base_url=fake_llm_process.base_url, models=[]))
+    assert api(staff_key).get(f"{PROVIDERS}/fake").json()["discovered_models"] == []
+
+    api(staff_key).post(f"{PROVIDERS}/fake/test")
+
+    body = api(staff_key).get(f"{PROVIDERS}/fake").json()
+    assert body["discovered_models"] == ["fake-model", "fake-model-large"]
+    assert body["models"] == []  # found models allow nothing (docs/protocol.md §6.4)
+    assert Provider.objects.get(id="fake").known_models == ["fake-model", "fake-model-large"]
+
+
+def test_a_failed_provider_test_keeps_the_models_found_before(api: Any, staff_key: str) -> None:
+    api(staff_key).post(PROVIDERS, provider_body(id="down", base_url="http://127.0.0.1:9/v1"))
+    Provider.objects.filter(id="down").update(discovered_models=["old"])
+
+    api(staff_key).post(f"{PROVIDERS}/down/test")
+
+    assert api(staff_key).get(f"{PROVIDERS}/down").json()["discovered_models"] == ["old"]
+
+
+def test_discovered_models_cannot_be_written(api: Any, staff_key: str, provider: dict[str, Any]) -> None:
+    response = api(staff_key).patch(f"{PROVIDERS}/local", {"discovered_models": ["planted"]})
+
+    assert response.status_code in (200, 400)
+    assert Provider.objects.get(id="local").discovered_models == []
+
+
+def test_the_portal_offers_the_models_a_test_found(client: Any, staff: Any, api: Any, staff_key: str) -> None:
+    api(staff_key).post(PROVIDERS, provider_body(id="p1", models=["listed"]))
+    Provider.objects.filter(id="p1").update(discovered_models=["found-by-test"])
+    client.force_login(staff)
+
+    for page in ("/settings/providers", "/settings/agents", "/settings/agents/default"):
+        html = client.get(page).content.decode()
+        assert '<option value="found-by-test">' in html, page
+        assert '<option value="listed">' in html, page
+
+
 def test_provider_test_of_unknown_provider_is_not_found(api: Any, staff_key: str) -> None:
     assert_error(api(staff_key).post(f"{PROVIDERS}/ghost/test"), 404, "not_found")
 

@@ -85,7 +85,13 @@
     });
   });
 
-  // Providers: "Test connection" shows what the endpoint answered.
+  // Providers: "Test connection" shows what the endpoint answered; the server keeps the models it
+  // found (discovered_models), and the model fields offer them at once.
+  const offerModels = (list, names) => {
+    if (!list) return;
+    const have = new Set(Array.from(list.options).map((o) => o.value));
+    names.filter((n) => !have.has(n)).forEach((n) => { const o = document.createElement("option"); o.value = n; list.append(o); });
+  };
   document.querySelectorAll("button.provider-test").forEach((b) => {
     b.addEventListener("api:done", (e) => {
       const out = $(b.dataset.target);
@@ -93,8 +99,9 @@
       out.classList.toggle("error", !r.ok);
       out.classList.toggle("ok", !!r.ok);
       out.textContent = r.ok
-        ? "Connected. Models: " + ((r.models || []).join(", ") || "(none listed)")
+        ? "Connected. Models: " + ((r.models || []).join(", ") || "(none listed)") + (r.models && r.models.length ? " — offered in the model fields." : "")
         : "Failed: " + ((r.error && r.error.message) || "no answer");
+      if (r.ok) { offerModels($(b.dataset.modelsList), r.models || []); offerModels($("all-models"), r.models || []); }
     });
   });
 
