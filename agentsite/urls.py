@@ -93,6 +93,8 @@ urlpatterns = [
     path("setup/", site_views.setup, name="setup"),
     path("login/", site_views.LoginView.as_view(), name="login"),
     path("logout/", site_views.LogoutView.as_view(), name="logout"),
+    path("account/password/", site_views.PasswordChangeView.as_view(), name="password_change"),
+    path("account/password/done/", site_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("", include("portal.urls")),
 ]
 

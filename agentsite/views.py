@@ -79,6 +79,18 @@ class LogoutView(auth_views.LogoutView):
     pass
 
 
+class PasswordChangeView(auth_views.PasswordChangeView):
+    """Any user changes their own password (the old one first, the validators of AUTH_PASSWORD_VALIDATORS).
+    Django keeps this browser logged in (update_session_auth_hash); the user's other logins end, their
+    sockets too (agentsite/credentials.py, docs/protocol.md §6.2)."""
+
+    template_name = "registration/password_change.html"
+
+
+class PasswordChangeDoneView(auth_views.PasswordChangeDoneView):
+    template_name = "registration/password_change_done.html"
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     return not_found_response(request)
 

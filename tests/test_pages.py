@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 
 from agentsite.services import local_user
 from chat.models import Session
@@ -135,6 +136,73 @@ def test_logout_needs_post_and_ends_the_session(client: Client, alice: Any) -> N
     assert response.status_code == 302
     assert response["Location"] == "/login/"
     assert client.get("/").status_code == 302
+
+
+NEW_PASSWORD = "a-new-Pass-phrase-77"
+
+
+def test_a_user_changes_their_password_and_stays_logged_in_while_other_logins_end(
+    client: Client, alice: Any
+) -> None:
+    from agentsite.credentials import PASSWORD_CHANGED, Credential, credentials_ended
+
+    other = Client()
+    other.force_login(alice)
+    other_login = Credential.of_session(alice.pk, other.session)
+    client.force_login(alice)
+    assert 'href="/account/password/"' in client.get("/").content.decode()  # linked from the account menu
+    page = client.get("/account/password/")
+    assert page.status_code == 200 and "Change your password" in page.content.decode()
+
+    response = client.post(
+        "/account/password/",
+        {"old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+    )
+
+    assert response.status_code == 302 and response["Location"] == "/account/password/done/"
+    assert "Password changed" in client.get(response["Location"]).content.decode()
+    this_login = Credential.of_session(alice.pk, client.session)
+    ended = credentials_ended([this_login, other_login], now=timezone.now())
+    assert ended == {other_login: PASSWORD_CHANGED}  # its sockets close; this browser's stay
+    assert client.get("/").status_code == 200  # this browser stays logged in
+    assert other.get("/").status_code == 302  # the other login ended
+    alice.refresh_from_db()
+    assert alice.check_password(NEW_PASSWORD)
+
+
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        (
+            {"old_password": "wrong", "new_password1": NEW_PASSWORD, "new_password2": NEW_PASSWORD},
+            "old_password",
+        ),
+        (
+            {"old_password": PASSWORD, "new_password1": NEW_PASSWORD, "new_password2": "different"},
+            "new_password2",
+        ),
+        ({"old_password": PASSWORD, "new_password1": "123", "new_password2": "123"}, "new_password2"),
+        ({}, "old_password"),
+    ],
+)
+def test_a_refused_password_change_says_why_and_changes_nothing(
+    client: Client, alice: Any, form: dict[str, str], field: str
+) -> None:
+    client.force_login(alice)
+
+    response = client.post("/account/password/", form)
+
+    assert response.status_code == 200
+    assert field in response.context["form"].errors
+    assert 'role="alert"' in response.content.decode()
+    alice.refresh_from_db()
+    assert alice.check_password(PASSWORD)
+
+
+def test_the_password_page_needs_a_login(client: Client, alice: Any) -> None:
+    response = client.get("/account/password/")
+
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
 
 
 # --- session list and chat view -------------------------------------------------------------------
