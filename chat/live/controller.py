@@ -83,6 +83,7 @@ class SessionController(Turns):
         self._close_done: asyncio.Event | None = None
         self._gate = gate  # the user's turn slots (chat/live/slots.py); None: no per-user limit
         self._send_now: str | None = None  # "send now" of a message that waits for a slot: it goes first
+        self._slot_refused = False  # the last ask for a slot found none (waiting_for, chat/live/turns.py)
 
     # ------------------------------------------------------------------ commands
 
@@ -253,14 +254,18 @@ class SessionController(Turns):
         return self.active_task is None and not (self.pending or self._audience.subscribers or self.closed)
 
     def snapshot(self) -> dict[str, Any]:
-        """docs/protocol.md §3.3 SNAPSHOT."""
-        return {
+        """docs/protocol.md §3.3 SNAPSHOT; `waiting_for` only while the queue waits for a turn slot (§6.4
+        extension)."""
+        snapshot = {
             "running": self.active_task is not None,
             "paused": self.paused,
             "active_message_id": self.active_request.message_id if self.active_request else None,
             "pending": pending_snapshot(self.pending),
             "confirmations": self._confirmations.snapshot(),
         }
+        if (waiting := self.waiting_for) is not None:
+            snapshot["waiting_for"] = waiting
+        return snapshot
 
     # ------------------------------------------------------------------ command helpers
 

@@ -41,12 +41,27 @@ class UserGate:
         self._slots = slots
         self.user_id = user_id
 
+    @property
+    def limit(self) -> int:
+        return self._slots.limit
+
     async def take(self, wake: Wake) -> Slot | None:
         """A slot, or None: then `wake` is called when one may be free (once; ask again to be woken again)."""
         slot = await self._slots.take(self.user_id)
         if slot is None:
             self._slots.wait(self.user_id, wake)
         return slot
+
+
+def fair_share_wait(limit: int) -> dict[str, Any]:
+    """Why a session's queue waits although nothing runs in it: all of its user's turn slots are taken
+    (docs/protocol.md §6.4 extension: `waiting_for` of `message_status queued` and of the snapshot)."""
+    running = f"{limit} of your chats {'is' if limit == 1 else 'are'} running"
+    return {
+        "reason": "fair_share",
+        "limit": limit,
+        "message": f"{running} (at most {limit} at once); this one starts when one of them ends.",
+    }
 
 
 class TurnSlots:

@@ -20,7 +20,7 @@ from chat.live.active import ActiveTurn, close_stream
 from chat.live.confirmations import Confirmations
 from chat.live.outcomes import TurnOutcome, failed_outcome, result_error, result_events
 from chat.live.queue import Audience, Lease, PendingItem, QueueStore, order_key
-from chat.live.slots import FREE, Slot, UserGate
+from chat.live.slots import FREE, Slot, UserGate, fair_share_wait
 from chat.statuses import MessageStatus
 
 logger = logging.getLogger("chat.live.controller")
@@ -46,6 +46,7 @@ class Turns:
     _lock: asyncio.Lock
     _gate: UserGate | None
     _send_now: str | None
+    _slot_refused: bool
     kick: Callable[
         [], Coroutine[Any, Any, None]
     ]  # the controller's: start the head if idle (a slot's wake-up)
@@ -62,16 +63,32 @@ class Turns:
     def active_task(self) -> asyncio.Task[None] | None:
         return self._turn.task if self._turn is not None else None
 
+    @property
+    def waiting_for(self) -> dict[str, Any] | None:
+        """Why the queue waits while nothing runs in this session and it is not paused: its user's turn
+        slots are all taken (docs/protocol.md §6.4 extension). None otherwise."""
+        if not self._slot_refused or self._gate is None or self.active_task is not None:
+            return None
+        if self.paused or self.closed or not self.pending:
+            return None
+        return fair_share_wait(self._gate.limit)
+
     def _ack(self, item: PendingItem, status: str) -> dict[str, Any]:
         ack: dict[str, Any] = {"message_id": item.request.message_id, "status": status}
         if status in {"queued", "restored"}:
             ack["position"] = self.pending.index(item)
+            if status == "queued" and (waiting := self.waiting_for) is not None:
+                ack["waiting_for"] = waiting
         return ack
 
     def _announce(self, item: PendingItem, status: str) -> dict[str, Any]:
-        """Publish a message_status event for `item` and return the matching ack."""
+        """Publish a message_status event for `item` and return the matching ack. A queued or restored
+        message's event carries its text, so that the session's other sockets can show it (extension)."""
         ack = self._ack(item, status)
-        self._emit({"type": "message_status", **ack})
+        event = {"type": "message_status", **ack}
+        if status in {"queued", "restored"}:
+            event["content"] = item.request.content
+        self._emit(event)
         return ack
 
     async def _settle(self, task: asyncio.Task[None]) -> None:
@@ -90,7 +107,11 @@ class Turns:
 
     async def _slot(self) -> Slot | None:
         """A turn slot of the session's user, or None: the controller is woken (kick) when one may be free."""
-        return FREE if self._gate is None else await self._gate.take(self.kick)
+        if self._gate is None:
+            return FREE
+        slot = await self._gate.take(self.kick)
+        self._slot_refused = slot is None
+        return slot
 
     async def _first_in_line(self, item: PendingItem) -> None:
         """ "Send now" while the user's slots are all taken: the queue goes on, and `item` starts first."""
@@ -120,13 +141,17 @@ class Turns:
 
     async def _start_head_if_idle(self) -> None:
         if self.active_task is None and self.pending and not self.paused and not self.closed:
+            said = self.waiting_for is not None
             slot = await self._slot()
-            if slot is not None:
-                chosen = [item for item in self.pending if item.request.message_id == self._send_now]
-                self._send_now = None
-                head = chosen[0] if chosen else self.pending[0]
-                self.pending.remove(head)
-                await self._start(head, slot, unpause=False)
+            chosen = [item for item in self.pending if item.request.message_id == self._send_now]
+            head = chosen[0] if chosen else self.pending[0]
+            if slot is None:
+                if not said:  # it waited behind this session's turn; now for a slot: say so, once
+                    self._announce(head, "queued")
+                return
+            self._send_now = None
+            self.pending.remove(head)
+            await self._start(head, slot, unpause=False)
 
     async def _run_turn(self, turn: ActiveTurn) -> None:
         ended = await self._outcome_of(turn)

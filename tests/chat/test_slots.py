@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chat.live.controller import SessionController
-from chat.live.slots import TurnSlots
+from chat.live.slots import TurnSlots, fair_share_wait
 from tests.chat.scripted import RecordingStore, ScriptedRuntime, drain, next_event, request
 
 Make = Callable[..., SessionController]
@@ -54,7 +54,7 @@ async def test_a_users_second_session_waits_queued_while_another_users_turn_star
     queue, _ = alice_two.subscribe()
     assert (await alice_one.submit(request("A1")))["status"] == "started"
     ack = await alice_two.submit(request("A2"))
-    assert ack == {"message_id": "A2", "status": "queued", "position": 0}
+    assert ack == {"message_id": "A2", "status": "queued", "position": 0, "waiting_for": fair_share_wait(1)}
     assert alice_two.snapshot()["running"] is False and alice_two.snapshot()["paused"] is False
     assert (await bob.submit(request("B1")))["status"] == "started"  # another user is not held up
     assert slots.held(1) == 1 and slots.held(2) == 1
@@ -149,3 +149,78 @@ async def test_every_queued_message_of_a_waiting_session_runs_in_order(
     for message_id in ("x", "y", "z"):
         await next_event(queue, "result", message_id=message_id)
     assert [e for e in drain(queue) if e["type"] == "error"] == []
+
+
+FAIR_SHARE = {
+    "reason": "fair_share",
+    "limit": 1,
+    "message": "1 of your chats is running (at most 1 at once); this one starts when one of them ends.",
+}
+
+
+async def test_a_message_waiting_for_a_turn_slot_says_why_and_what_frees_it(
+    make: Make, runtime: ScriptedRuntime
+) -> None:
+    busy, waiting = make("a1", 1), make("a2", 1)
+    queue, _ = waiting.subscribe()
+    await busy.submit(request("running"))
+
+    await waiting.submit(request("A2"))
+
+    event = await next_event(queue, "message_status", message_id="A2", status="queued")
+    assert event["waiting_for"] == FAIR_SHARE
+    assert event["content"] == "A2"  # the session's other sockets show its text
+    assert waiting.snapshot()["waiting_for"] == FAIR_SHARE  # a socket that connects now learns it too
+    await waiting.submit(request("A3"))  # later messages of the waiting session wait for the same
+    assert (await next_event(queue, "message_status", message_id="A3"))["waiting_for"] == FAIR_SHARE
+
+    (await runtime.stream_at(0)).release()
+    await next_event(queue, "message_status", message_id="A2", status="started")
+    assert "waiting_for" not in waiting.snapshot()
+
+
+async def test_a_message_behind_its_own_sessions_turn_gives_no_fair_share_reason(
+    make: Make, runtime: ScriptedRuntime
+) -> None:
+    controller = make("a1", 1)
+    queue, _ = controller.subscribe()
+    await controller.submit(request("running"))
+
+    ack = await controller.submit(request("next"))
+
+    assert "waiting_for" not in ack
+    event = await next_event(queue, "message_status", message_id="next", status="queued")
+    assert "waiting_for" not in event and event["content"] == "next"
+    assert "waiting_for" not in controller.snapshot()
+
+
+async def test_a_paused_queue_gives_no_fair_share_reason(make: Make, runtime: ScriptedRuntime) -> None:
+    busy, paused = make("a1", 1), make("a2", 1, paused=True)
+    await busy.submit(request("running"))
+
+    ack = await paused.submit(request("held"))
+
+    assert "waiting_for" not in ack and "waiting_for" not in paused.snapshot()
+
+
+async def test_when_its_own_turn_ends_and_no_slot_is_free_the_head_is_announced_waiting_once(
+    make: Make, runtime: ScriptedRuntime, slots: TurnSlots
+) -> None:
+    slots.limit = 2
+    own, other = make("a1", 1), make("a2", 1)
+    queue, _ = own.subscribe()
+    await own.submit(request("first"))
+    await own.submit(request("second"))  # behind its own session's turn: no reason
+    assert "waiting_for" not in (await next_event(queue, "message_status", message_id="second"))
+    await other.submit(request("elsewhere"))
+    slots.limit = 1  # the user's other chat keeps the one slot when this session's turn ends
+
+    (await runtime.stream_at(0)).release()
+
+    await next_event(queue, "result", message_id="first")
+    event = await next_event(queue, "message_status", message_id="second", status="queued")
+    assert event["waiting_for"] == FAIR_SHARE and event["position"] == 0
+    await own.kick()  # asked again (a wake-up that finds no slot): not said again
+    assert [e for e in drain(queue) if e["type"] == "message_status"] == []
+    (await runtime.stream_at(1)).release()
+    await next_event(queue, "message_status", message_id="second", status="started")

@@ -96,6 +96,8 @@ async def test_a_users_second_turn_waits_queued_while_another_users_first_token_
             waiting = await send(two, "and another one")
             queued = await next_frame(two, "message_status", message_id=waiting)
             assert queued["status"] == "queued" and queued["position"] == 0  # her one slot is taken
+            assert queued["waiting_for"]["reason"] == "fair_share"  # and she is told so, and what frees it
+            assert queued["waiting_for"]["limit"] == 1 and "starts when one of them ends" in str(queued)
 
             sent = time.monotonic()
             bobs_message = await send(bob, "me too")
@@ -106,6 +108,7 @@ async def test_a_users_second_turn_waits_queued_while_another_users_first_token_
                 snapshot = (await http.get(f"/api/v1/chat/sessions/{second}")).json()["snapshot"]
             assert snapshot["running"] is False and snapshot["paused"] is False
             assert [item["message_id"] for item in snapshot["pending"]] == [waiting]
+            assert snapshot["waiting_for"]["reason"] == "fair_share"
 
             await next_frame(one, "result", message_id=running)
             await next_frame(two, "message_status", message_id=waiting, status="started")  # her slot is free

@@ -1,7 +1,9 @@
 // The queue under the transcript and the run state (docs/protocol.md §3.4): what waits to be sent, with
 // Steer (while a turn runs), Send now (while paused), Remove; Stop; the paused note, said once (the run
 // state line stays empty while paused). The server is the truth: the `connected` snapshot and
-// `message_status` events set it; messages typed while the socket is down show as "sending…".
+// `message_status` events set it; messages typed while the socket is down show as "sending…". A queued
+// message's event carries its text (typed in another tab, it shows here too), and `waiting_for` when
+// the queue waits for one of the user's turn slots (docs/protocol.md §6.4 extension): said on the queue.
 (function () {
   "use strict";
   const A = (window.agentsiteChat = window.agentsiteChat || {});
@@ -19,11 +21,12 @@
     const composerHint = $("composer-hint");
     const contents = host.contents;
     const send = host.send;
-    let state = { running: false, paused: false, active_message_id: null, pending: [] };
+    let state = { running: false, paused: false, active_message_id: null, pending: [], waiting_for: null };
 
     function renderQueue() {
       const paused = state.paused && !state.running;
       pendingList.replaceChildren();
+      const waitingFor = !state.running && !paused && state.pending.length ? state.waiting_for : null;
       state.pending.forEach((item, index) => {
         const li = A.el("li", "pending-item");
         li.dataset.messageId = item.message_id;
@@ -51,6 +54,11 @@
           actions.appendChild(r);
         }
         li.appendChild(actions);
+        if (index === 0 && waitingFor && !item.sending) {
+          const why = A.el("span", "wait-reason", "Waiting for a free turn: " + waitingFor.message);
+          why.id = "wait-reason";
+          li.appendChild(why);
+        }
         pendingList.appendChild(li);
       });
       const waiting = state.pending.length;
@@ -79,6 +87,7 @@
         paused: !!snapshot.paused,
         active_message_id: snapshot.active_message_id || null,
         pending: (snapshot.pending || []).map((p) => Object.assign({}, p)),
+        waiting_for: snapshot.waiting_for || null,
       };
       for (const p of state.pending) contents.set(p.message_id, p.content);
       state.pending.push(...optimistic);
@@ -91,6 +100,8 @@
 
     function applyStatus(ev) {
       const id = ev.message_id;
+      if (typeof ev.content === "string" && !contents.get(id)) contents.set(id, ev.content);
+      if (ev.status === "queued") state.waiting_for = ev.waiting_for || null;
       if (ev.status === "queued" || ev.status === "restored") {
         const old = state.pending.find((p) => p.message_id === id);
         dropPending(id);
@@ -102,6 +113,7 @@
           state.running = true;
           state.paused = false;
           state.active_message_id = id;
+          state.waiting_for = null;
         }
       }
       renderQueue();
