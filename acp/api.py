@@ -9,7 +9,12 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from acp.serializers import RunnerInputSerializer, RunnerListSerializer, RunnerSerializer
+from acp.serializers import (
+    RunnerInputSerializer,
+    RunnerListSerializer,
+    RunnerSerializer,
+    RunnerTestSerializer,
+)
 from acp.services import RunnerEnvError, runner_delete, runner_get, runner_list, runner_upsert
 from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
 from agentsite.errors import ApiError
@@ -73,3 +78,24 @@ class AgentRunnerApi(AgentConfigApi):
         if not runner_delete(agent=self._agent(name), name=runner):
             raise ApiError(404, "not_found", f"Runner {runner} not found for agent {name}.")
         return Response(status=204)
+
+
+class AgentRunnerTestApi(AgentConfigApi):
+    """Start the runner apart from any chat, shake hands (ACP `initialize`, `session/new`), stop it:
+    `{ok, agent_info, protocol_version, capabilities}` or `{ok: false, error}` (acp/probe.py). Staff only:
+    it starts a process."""
+
+    @extend_schema(
+        operation_id="agents_runners_test",
+        request=None,
+        description="200 both when the runner answered (`ok: true`) and when it did not.",
+        responses={200: RunnerTestSerializer, **RUNNER_NOT_FOUND, **errors({403: STAFF_ONLY})},
+    )
+    def post(self, request: Request, name: str, runner: str) -> Response:
+        from acp.probe import runner_test
+
+        agent = self._agent(name)
+        found = runner_get(agent=agent, name=runner)
+        if found is None:
+            raise ApiError(404, "not_found", f"Runner {runner} not found for agent {name}.")
+        return Response(runner_test(agent=agent, runner=found, user=request.user))

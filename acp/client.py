@@ -31,6 +31,7 @@ from acp.peer import AcpPeer
 from acp.permissions import PendingPermissions
 from acp.schema import (
     PROTOCOL_VERSION,
+    AgentCapabilities,
     ClientCapabilities,
     FileSystemCapabilities,
     Implementation,
@@ -134,6 +135,7 @@ class AcpConnection:
         self._teardown_task: asyncio.Task[None] | None = None
         self.session_id: str | None = None
         self.agent_info: Implementation | None = None
+        self.agent_capabilities: AgentCapabilities | None = None
         self.stop_reason: str | None = None
 
     # -- public API ---------------------------------------------------------------------------------
@@ -275,6 +277,7 @@ class AcpConnection:
                 code="initialize_failed",
             )
         self.agent_info = response.agent_info
+        self.agent_capabilities = response.agent_capabilities
         session = await self._call(
             conn.new_session(self.spec.visible_cwd),
             phase="session/new",

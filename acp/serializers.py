@@ -60,3 +60,22 @@ class RunnerSerializer(serializers.Serializer):
 
 class RunnerListSerializer(serializers.Serializer):
     runners = serializers.DictField(child=RunnerSerializer(), help_text="The agent's runners by name.")
+
+
+class RunnerTestErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class RunnerTestSerializer(serializers.Serializer):
+    """What `POST …/acp/{runner}/test` found: who the runner is and what it supports, or why it failed."""
+
+    ok = serializers.BooleanField()
+    agent_info = serializers.DictField(
+        required=False, allow_null=True, help_text="The runner's `agentInfo` {name, version, title?} or null."
+    )
+    protocol_version = serializers.IntegerField(required=False)
+    capabilities = serializers.DictField(
+        required=False, help_text="The runner's `agentCapabilities`, with ACP's names."
+    )
+    error = RunnerTestErrorSerializer(required=False)

@@ -143,7 +143,7 @@ class DelegateExternalAgentTool(Tool):
                 f"Runner '{config.name}' is already open in this chat session; use message to talk to it."
             )
         try:
-            spec = _spec(config, ctx)
+            spec = runner_spec(config, ctx)
             startup_timeout = max(config.timeout_seconds, MIN_STARTUP_SECONDS)
             conn = await self.sessions.start(ctx.session_id, spec, startup_timeout=startup_timeout)
         except ValueError as exc:
@@ -283,7 +283,7 @@ def _acp_error() -> type[AcpError]:
     return AcpError
 
 
-def _spec(config: RunnerConfig, ctx: ToolContext) -> AcpRunnerSpec:
+def runner_spec(config: RunnerConfig, ctx: ToolContext) -> AcpRunnerSpec:
     """The runner as it will start: in the site's sandbox, with its HOME for this user, the network per
     the agent's setting, and its program (found on the server's PATH) and `sandbox_paths` shown read-only."""
     from acp.spec import AcpRunnerSpec

@@ -42,6 +42,11 @@ api_v1 = [
     path(
         "agents/<str:name>/config/acp/<str:runner>", acp_api.AgentRunnerApi.as_view(), name="agent-acp-runner"
     ),
+    path(
+        "agents/<str:name>/config/acp/<str:runner>/test",
+        acp_api.AgentRunnerTestApi.as_view(),
+        name="agent-acp-runner-test",
+    ),
     path("agents/<str:name>/config/mcp", mcp_api.AgentMcpServerListApi.as_view(), name="agent-mcp-servers"),
     path(
         "agents/<str:name>/config/mcp/<str:server>",

@@ -8,20 +8,15 @@ says how it went, for every process (mcpservers/services.py).
 
 from __future__ import annotations
 
-import shutil
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypedDict
 
 import pydantic
 from asgiref.sync import async_to_sync
-from django.conf import settings
 
 from agents.models import Agent
 from agents.sandbox import SandboxRefused
-from agents.sandbox.site import get_sandbox, hand_over, passage_to
+from agents.sandbox.site import get_sandbox, scratch_workspace
 from agents.tools.base import ToolContext
 from mcpservers.client import McpConnection, McpError
 from mcpservers.models import McpServer, McpServerConfig
@@ -44,7 +39,7 @@ def server_test(*, agent: Agent, server: McpServer, user: Any) -> ProbeResult:
     if (unreadable := config.unreadable_error()) is not None:
         return _failed(agent, server.name, "unreadable_secret", unreadable)
     sandbox = get_sandbox()
-    with _scratch_workspace() as workspace:
+    with scratch_workspace("mcp-test") as workspace:
         context = ToolContext(
             workspace=workspace,
             session_id=f"mcp-test-{uuid.uuid4().hex}",
@@ -80,15 +75,3 @@ def _failed(agent: Agent, name: str, code: str, message: str, *, record: bool = 
     if record:
         server_record_failure(agent_name=agent.name, name=name, message=message)
     return {"ok": False, "tools": [], "error": {"code": code, "message": message}}
-
-
-@contextmanager
-def _scratch_workspace() -> Iterator[Path]:
-    folder = Path(settings.WORKSPACES_DIR) / f"mcp-test-{uuid.uuid4().hex}"
-    passage_to(folder.parent)
-    folder.mkdir()
-    hand_over(folder)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)

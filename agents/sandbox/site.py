@@ -16,6 +16,9 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -258,6 +261,20 @@ def workspace_name(*, user_id: int, session_id: str) -> str:
 def workspace_dir(*, user_id: int, session_id: str) -> Path:
     """The session's workspace, created on first use."""
     return _ensure(Path(settings.WORKSPACES_DIR) / workspace_name(user_id=user_id, session_id=session_id))
+
+
+@contextmanager
+def scratch_workspace(prefix: str) -> Iterator[Path]:
+    """A workspace for a process started apart from any chat (the Test of an MCP server or an ACP
+    runner), removed afterwards."""
+    folder = Path(settings.WORKSPACES_DIR) / f"{prefix}-{uuid.uuid4().hex}"
+    passage_to(folder.parent)
+    folder.mkdir()
+    hand_over(folder)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def runner_home(*, user_id: int, agent_name: str, runner: str) -> Path:

@@ -256,7 +256,7 @@ class SessionController(Turns):
     def snapshot(self) -> dict[str, Any]:
         """docs/protocol.md §3.3 SNAPSHOT; `waiting_for` only while the queue waits for a turn slot (§6.4
         extension)."""
-        snapshot = {
+        snapshot: dict[str, Any] = {
             "running": self.active_task is not None,
             "paused": self.paused,
             "active_message_id": self.active_request.message_id if self.active_request else None,

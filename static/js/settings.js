@@ -123,6 +123,28 @@
     });
   });
 
+  // ACP runners: "Test" starts the runner, shakes hands (ACP initialize) and says who answered.
+  document.querySelectorAll("button.runner-test").forEach((b) => {
+    b.addEventListener("api:done", (e) => {
+      const out = $(b.dataset.target);
+      const r = e.detail || {};
+      out.classList.toggle("error", !r.ok);
+      out.classList.toggle("ok", !!r.ok);
+      if (!r.ok) {
+        out.textContent = "Failed: " + ((r.error && r.error.message) || "no answer");
+        return;
+      }
+      const info = r.agent_info || {};
+      const who = info.name ? (info.title || info.name) + (info.version ? " " + info.version : "") : "The runner";
+      const caps = r.capabilities || {};
+      const prompt = caps.promptCapabilities || {};
+      const can = ["image", "audio", "embeddedContext"].filter((k) => prompt[k]);
+      out.textContent = who + " answered (ACP protocol " + r.protocol_version + ")" +
+        (caps.loadSession ? ", can resume sessions" : "") +
+        (can.length ? ", accepts " + can.join(", ") : "") + ". It was stopped again.";
+    });
+  });
+
   // MCP server forms show the fields of the chosen transport only (hidden fields are not sent).
   document.querySelectorAll("form[data-transport-form]").forEach((form) => {
     const select = form.querySelector("[data-transport]");

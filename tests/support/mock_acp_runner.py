@@ -53,7 +53,7 @@ from acp import (
     update_tool_call,
 )
 from acp.interfaces import Agent, Client
-from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
+from acp.schema import AgentCapabilities, Implementation, PermissionOption, ToolCallLocation, ToolCallUpdate
 
 _DEFAULT_OPTIONS = [["allow", "Allow once", "allow_once"], ["reject", "Reject", "reject_once"]]
 
@@ -81,7 +81,11 @@ class MockAgent:
             os._exit(2)
         if "fail_init_error" in self.modes:
             raise RequestError.internal_error({"details": "mock runner refuses to initialize"})
-        return InitializeResponse(protocol_version=protocol_version)
+        return InitializeResponse(
+            protocol_version=protocol_version,
+            agent_info=Implementation(name="mock-acp-runner", title="Mock ACP runner", version="1.0.0"),
+            agent_capabilities=AgentCapabilities(load_session=True),
+        )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         return NewSessionResponse(session_id="mock-session-1")
