@@ -1,4 +1,4 @@
-"""Template tags of the portal's frame (the top bar's inbox badge)."""
+"""Template tags of the portal's frame (the top bar's inbox badge) and its text."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.timesince import timesince
 
 register = template.Library()
@@ -30,3 +32,10 @@ def ago(value: dt.datetime | None) -> str:
     if timezone.now() - value < dt.timedelta(minutes=1):
         return "just now"
     return f"{timesince(value)} ago"
+
+
+@register.filter
+def identifier(value: str) -> SafeString:
+    """A tool's name (`mcp__server__read_file`) that may break after its underscores and nowhere else: a
+    narrow column wrapped such names mid-word (`.identifier` in static/css/site.css)."""
+    return mark_safe(escape(value).replace("_", "_<wbr>"))  # escaped first

@@ -183,6 +183,14 @@
       part.querySelector("pre").textContent += chunk;
     }
 
+    // A tool's name may break after its underscores and nowhere else (mcp__server__read_file).
+    function breakable(node, name) {
+      String(name).split(/(?<=_)/).forEach((part, i) => {
+        if (i) node.appendChild(document.createElement("wbr"));
+        node.appendChild(document.createTextNode(part));
+      });
+    }
+
     function toolBlock(id, callId, name, args) {
       const t = turn(id);
       let d = callId ? t.tools.get(callId) : null;
@@ -190,7 +198,8 @@
       d = addPart(block(id), el("details", "tool"));
       if (callId) d.dataset.callId = callId;
       const summary = el("summary");
-      summary.appendChild(el("span", "tool-name", "Tool: " + name));
+      const label = summary.appendChild(el("span", "tool-name identifier", "Tool: "));
+      breakable(label, name);
       summary.append(" ", el("span", "badge tool-status", "running"));
       d.appendChild(summary);
       d.appendChild(el("div", "label", "Arguments"));

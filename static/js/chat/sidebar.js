@@ -52,9 +52,25 @@
     box.appendChild(A.button(s.archived_at ? "Unarchive" : "Archive", () => { menu.open = false; archive(s, !s.archived_at); }));
     box.appendChild(A.button("Delete", () => { menu.open = false; remove(s); }, "danger"));
     menu.appendChild(box);
+    menu.addEventListener("toggle", () => { if (menu.open) place(box, summary); });
     li.appendChild(menu);
     return li;
   }
+
+  // An open ⋯ menu is fixed to the window beside its button, so the scrolling list never clips it: below
+  // the button, or above it where the window ends; it closes when the list scrolls or the window changes.
+  function place(box, anchor) {
+    for (const other of list.querySelectorAll("details.item-menu[open]")) {
+      if (other !== anchor.parentElement) other.open = false;
+    }
+    const at = anchor.getBoundingClientRect();
+    const room = window.innerHeight - at.bottom;
+    box.style.left = Math.max(4, at.right - box.offsetWidth) + "px";
+    box.style.top = (room < box.offsetHeight + 4 && at.top > box.offsetHeight ? at.top - box.offsetHeight : at.bottom) + "px";
+  }
+  const closeMenus = () => list.querySelectorAll("details.item-menu[open]").forEach((d) => { d.open = false; });
+  (list.closest(".sidebar") || list).addEventListener("scroll", closeMenus, { passive: true });
+  window.addEventListener("resize", closeMenus);
 
   function render(sessions, emptyText) {
     const shown = sessions.filter((s) => !doomed.has(s.session_id));
@@ -225,6 +241,28 @@
     if (mode === "recent") showRecent();
     if (id === currentId() && A.onTitle) A.onTitle(title);
   };
+
+  // Chats made, renamed, archived or deleted in another tab or by the API reach this list: it is asked
+  // for again when the page comes back into view or gets the focus, and every minute while it is seen
+  // (one GET; never while a title is being edited or a menu is open).
+  let syncing = false; // a tab coming back sends visibilitychange and focus: one GET for both
+  async function syncRecent() {
+    if (document.hidden || syncing || list.querySelector(".rename-inline, details.item-menu[open]")) return;
+    syncing = true;
+    try {
+      const r = await window.agentsiteApi("GET", api + "?limit=" + SHOWN);
+      if (!r.ok || list.querySelector(".rename-inline, details.item-menu[open]")) return;
+      recent = r.data.results;
+      if (mode === "recent") showRecent();
+    } finally {
+      syncing = false;
+    }
+  }
+  const SHOWN = 100; // as many as the page draws (portal/views/chats.py SIDEBAR_SESSIONS)
+  document.addEventListener("visibilitychange", syncRecent);
+  window.addEventListener("focus", syncRecent);
+  window.setInterval(syncRecent, 60000);
+  A.syncSessions = syncRecent;
 
   showRecent();
 })();
