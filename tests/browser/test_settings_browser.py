@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import uuid
 from typing import Any
 
 from playwright.sync_api import expect
 
 from tests.browser.conftest import screenshot
+from tests.browser.test_quality_browser import call_api
 
 
 def test_api_key_is_shown_once_then_revoked(page: Any) -> None:
@@ -67,6 +69,37 @@ def test_provider_connection_test_and_a_tool_switch(page: Any) -> None:
     page.reload()
     expect(page.get_by_label("shell", exact=True)).to_be_checked()
     screenshot(page, "agent")
+
+
+def test_the_models_a_connection_test_found_are_offered_in_the_model_fields(page: Any) -> None:
+    page.goto("/settings/providers")
+    offered = page.locator('#all-models option[value="fake-model-large"]')
+    page.get_by_role("button", name="Test connection").first.click()
+    expect(page.locator(".test-result").first).to_contain_text("offered in the model fields")
+    expect(offered).to_have_count(1)
+
+    page.reload()  # kept on the provider, not only in this page
+    expect(offered).to_have_count(1)
+    expect(page.locator('#p1-found option[value="fake-model-large"]')).to_have_count(1)
+    page.goto("/settings/agents/default")
+    expect(page.locator('#model-list option[value="fake-model-large"]')).to_have_count(1)
+
+
+def test_an_acp_runner_is_tested_from_its_form(page: Any) -> None:
+    from tests.acp.support import runner_body
+
+    page.goto("/settings/agents/default")
+    call_api(page, "PUT", "/api/v1/agents/default/config/acp/probe_me", runner_body(marker=uuid.uuid4().hex))
+    page.reload()
+    runner = page.locator("details.runner", has_text="probe_me")
+    runner.locator("summary").click()
+    runner.get_by_role("button", name="Test: start and shake hands").click()
+
+    expect(runner.locator(".test-result")).to_contain_text(
+        "Mock ACP runner 1.0.0 answered (ACP protocol 1), can resume sessions. It was stopped again.",
+        timeout=30_000,
+    )
+    call_api(page, "DELETE", "/api/v1/agents/default/config/acp/probe_me")
 
 
 def test_cron_job_form_explains_the_schedule_runs_and_fills_the_inbox(page: Any) -> None:
