@@ -100,6 +100,14 @@ class PendingMessageSerializer(serializers.Serializer):
     steer_requested = serializers.BooleanField()
 
 
+class WaitingForSerializer(serializers.Serializer):
+    """Why a queue waits while nothing runs in its session (docs/protocol.md §6.4 extension)."""
+
+    reason = serializers.ChoiceField(choices=["fair_share"])
+    limit = serializers.IntegerField(help_text="AGENTSITE_USER_MAX_CONCURRENT_TURNS, its turns at once.")
+    message = serializers.CharField(help_text="Why, and what frees it, in a sentence for the user.")
+
+
 class SnapshotSerializer(serializers.Serializer):
     """SNAPSHOT (docs/protocol.md §3.3): the live state of the session's queue."""
 
@@ -109,6 +117,9 @@ class SnapshotSerializer(serializers.Serializer):
     pending = PendingMessageSerializer(many=True)
     confirmations = serializers.ListField(
         child=serializers.DictField(), help_text="The `data` of each pending `confirmation_request`."
+    )
+    waiting_for = WaitingForSerializer(
+        required=False, help_text="Only while the queue waits for one of its user's turn slots."
     )
 
 
@@ -149,6 +160,9 @@ class MessageAckSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["queued", "started", "steered", "removed", "restored"])
     position = serializers.IntegerField(
         min_value=0, required=False, help_text="Its 0-based place in the pending queue (queued)."
+    )
+    waiting_for = WaitingForSerializer(
+        required=False, help_text="Queued because its user's turn slots are all taken (§6.4)."
     )
 
 
