@@ -127,9 +127,9 @@ class SessionController(Turns):
             item = find_pending(self.pending, message_id)
             if self.active_task is None:
                 slot = await self._slot()
-                if slot is None:
+                if slot is None:  # said to every socket: the queue goes on, this one first, and why it waits
                     await self._first_in_line(item)
-                    return self._ack(item, "queued")
+                    return self._announce(item, "queued")
                 self.pending.remove(item)
                 await self._start(item, slot, unpause=True)
                 return self._ack(item, "started")

@@ -194,13 +194,21 @@ async def test_a_message_behind_its_own_sessions_turn_gives_no_fair_share_reason
     assert "waiting_for" not in controller.snapshot()
 
 
-async def test_a_paused_queue_gives_no_fair_share_reason(make: Make, runtime: ScriptedRuntime) -> None:
+async def test_a_paused_queue_gives_no_fair_share_reason_until_send_now_says_it_to_every_socket(
+    make: Make, runtime: ScriptedRuntime
+) -> None:
     busy, paused = make("a1", 1), make("a2", 1, paused=True)
+    queue, _ = paused.subscribe()
     await busy.submit(request("running"))
 
     ack = await paused.submit(request("held"))
 
     assert "waiting_for" not in ack and "waiting_for" not in paused.snapshot()
+    drain(queue)
+    sent_now = await paused.steer("held")  # "send now" while the user's one slot is taken
+    assert sent_now["waiting_for"] == FAIR_SHARE and paused.paused is False
+    event = await next_event(queue, "message_status", message_id="held", status="queued")
+    assert event["waiting_for"] == FAIR_SHARE and event["content"] == "held"
 
 
 async def test_when_its_own_turn_ends_and_no_slot_is_free_the_head_is_announced_waiting_once(

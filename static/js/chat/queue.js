@@ -102,6 +102,7 @@
       const id = ev.message_id;
       if (typeof ev.content === "string" && !contents.get(id)) contents.set(id, ev.content);
       if (ev.status === "queued") state.waiting_for = ev.waiting_for || null;
+      if (ev.waiting_for) state.paused = false; // only an unpaused queue waits for a turn slot
       if (ev.status === "queued" || ev.status === "restored") {
         const old = state.pending.find((p) => p.message_id === id);
         dropPending(id);
