@@ -174,3 +174,23 @@ def test_tool_names_break_only_after_an_underscore(
         )
         assert broken == [], f"at {viewport['width']} px these parts of tool names wrap mid-word: {broken}"
         ctx.close()
+
+
+def test_a_chat_waiting_for_a_turn_slot_says_why_and_starts_when_one_ends(page: Any, fake_model: Any) -> None:
+    fake_model.script(*[slow(WORDS, 0.15) for _ in range(4)], {"text": "My turn came."})
+    page.goto("/")
+    for n in range(4):  # AGENTSITE_USER_MAX_CONCURRENT_TURNS' default: all of the admin's turn slots
+        made = call_api(page, "POST", "/api/v1/chat/sessions", {"title": f"Busy {n}"})
+        call_api(page, "POST", f"/api/v1/chat/sessions/{made['session_id']}/messages", {"content": "go"})
+
+    new_chat(page)
+    send(page, "and this one?")
+
+    reason = page.locator("#pending li .wait-reason")
+    expect(reason).to_have_text(
+        "Waiting for a free turn: 4 of your chats are running (at most 4 at once); "
+        "this one starts when one of them ends."
+    )
+    screenshot(page, "fair-share-wait")
+    expect(page.locator("#transcript .markdown").last).to_have_text("My turn came.", timeout=30_000)
+    expect(page.locator("#pending li")).to_have_count(0)
