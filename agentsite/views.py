@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.signals import user_login_failed
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from agentsite.errors import json_error
-from agentsite.lockout import RATE_LIMITED, lockout_response, login_rate_wait
+from agentsite.lockout import LOCKED, RATE_LIMITED, lockout_response, lockout_seconds, login_rate_wait
 from agentsite.middleware import not_found_response
 from agentsite.services import setup_needed, user_create_first_admin
 
@@ -82,9 +85,35 @@ class LogoutView(auth_views.LogoutView):
 class PasswordChangeView(auth_views.PasswordChangeView):
     """Any user changes their own password (the old one first, the validators of AUTH_PASSWORD_VALIDATORS).
     Django keeps this browser logged in (update_session_auth_hash); the user's other logins end, their
-    sockets too (agentsite/credentials.py, docs/protocol.md §6.2)."""
+    sockets too (agentsite/credentials.py, docs/protocol.md §6.2).
+
+    The old password is guessed no faster than a login's (agentsite/lockout.py): a wrong one counts as a
+    failed login of the user from this address (audited, and locking the pair as five failed logins
+    do), and while the pair or the address is locked, or past the per-address login rate, the form
+    answers 429 with the wait."""
 
     template_name = "registration/password_change.html"
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        username = request.user.get_username()
+        locked = lockout_seconds(request, username)
+        wait = locked or login_rate_wait(request)
+        if wait:
+            return lockout_response(
+                request,
+                username=username,
+                seconds=wait,
+                reason=LOCKED if locked else RATE_LIMITED,
+                template=self.template_name,
+                context={"form": self.get_form()},
+            )
+        return super().post(request, *args, **kwargs)  # type: ignore[no-any-return]
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        if form.data.get("old_password") and "old_password" in form.errors:
+            credentials = {"username": self.request.user.get_username()}
+            user_login_failed.send(sender=__name__, credentials=credentials, request=self.request)
+        return super().form_invalid(form)  # type: ignore[no-any-return]
 
 
 class PasswordChangeDoneView(auth_views.PasswordChangeDoneView):

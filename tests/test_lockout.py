@@ -284,3 +284,30 @@ def test_a_login_without_an_ip_address_is_counted_without_one(client: Client, al
     assert AccessAttempt.objects.get(username="alice").ip_address is None
     client.force_login(alice)  # a success resets the count, also without an address
     assert not AccessAttempt.objects.filter(username="alice").exists()
+
+
+def test_guessing_the_old_password_on_the_password_page_locks_as_failed_logins_do(
+    client: Client, alice: Any
+) -> None:
+    """A stolen browser session cannot guess the account's password on /account/password/ faster than at
+    the login: a wrong old password is a failed login of its user and address (audited)."""
+    from agentsite.audit.models import AuditEntry
+
+    client.force_login(alice)
+    new = {"new_password1": "a-new-Pass-phrase-77", "new_password2": "a-new-Pass-phrase-77"}
+    address = "192.0.2.9"
+    for _ in range(5):
+        response = client.post("/account/password/", {"old_password": "guess", **new}, REMOTE_ADDR=address)
+        assert response.status_code == 200 and "old_password" in response.context["form"].errors
+
+    response = client.post("/account/password/", {"old_password": PASSWORD, **new}, REMOTE_ADDR=address)
+
+    assert response.status_code == 429 and 1 <= int(response["Retry-After"]) <= 900
+    page = response.content.decode()
+    assert 'id="password-locked"' in page and "Too many failed attempts" in page
+    alice.refresh_from_db()
+    assert alice.check_password(PASSWORD)
+    assert AuditEntry.objects.filter(action="auth.login_failed").count() == 5
+    assert log_in(Client(), "alice", PASSWORD, address=address).status_code == 429  # as after 5 at the login
+    other = client.post("/account/password/", {"old_password": PASSWORD, **new}, REMOTE_ADDR="192.0.2.10")
+    assert other.status_code == 302  # another address is not locked: the pair is
