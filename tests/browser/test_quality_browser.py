@@ -113,6 +113,7 @@ PAGES = [
     "/settings/agents",
     "/settings/agents/default",
     "/settings/providers",
+    "/account/password/",
     "/no-such-page",
 ]
 
