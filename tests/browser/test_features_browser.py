@@ -294,6 +294,7 @@ def test_the_phone_layout_keeps_everything_on_screen(
     page.goto("/settings/keys")
     page.get_by_label("Name").fill("phone key")
     page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_label("New API key")).to_have_value(re.compile("^ask_"))  # created before the reload
     page.reload()
     revoke = page.get_by_role("button", name="Revoke phone key")
     box = revoke.bounding_box()
