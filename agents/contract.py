@@ -86,8 +86,13 @@ class TurnStream(Protocol):
 class Runtime(Protocol):
     """Opens a turn; may return the stream or an awaitable of it (when opening needs I/O first).
 
+    `token`: the fencing token under which the caller owns the session (several processes; None: one
+    process); every row the turn writes carries it, and is refused once another process owns the session.
+
     A runtime may also have `prepare(request, *, session_id)`: called when a turn is about to start,
     before its message is stored, so that the I/O of opening it runs alongside that write.
     """
 
-    def stream(self, request: ChatRequest, *, session_id: str) -> TurnStream | Awaitable[TurnStream]: ...
+    def stream(
+        self, request: ChatRequest, *, session_id: str, token: int | None = None
+    ) -> TurnStream | Awaitable[TurnStream]: ...

@@ -255,7 +255,9 @@ class DjangoRuntime:
         for client in clients:
             await client.aclose()
 
-    async def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn | RefusedTurn:
+    async def stream(
+        self, request: ChatRequest, *, session_id: str, token: int | None = None
+    ) -> AgentTurn | RefusedTurn:
         prepared = self._prepared.pop((session_id, request.message_id), None)
         if prepared is not None:
             setup = await prepared
@@ -287,7 +289,9 @@ class DjangoRuntime:
                 if request.confirmation_timeout is not None
                 else settings.AGENTSITE_CONFIRMATION_TIMEOUT
             ),
-            recorder=DjangoTurnRecorder(session_id, request.message_id, setup.choice.model, setup.user_id),
+            recorder=DjangoTurnRecorder(
+                session_id, request.message_id, setup.choice.model, setup.user_id, token=token
+            ),
             budget=DailyBudget(setup.user_id) if settings.AGENTSITE_USER_DAILY_TOKENS else None,
         )
 

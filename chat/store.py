@@ -6,7 +6,7 @@ import contextlib
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -53,11 +53,9 @@ class Fenced(Exception):
         self.token = token
 
 
-def _check_fence(session_id: str, token: int | None) -> None:
-    """With several processes, accept a write only from the owner with the current token (row-locked)."""
-    if token is None:
-        return
-    # SQL, not the ORM (agentsite/db.py): with several processes this runs before every queue write.
+def _check_fence(session_id: str, token: int) -> None:
+    """Accept a write only from the owner with the current token (row-locked until the write commits)."""
+    # SQL, not the ORM (agentsite/db.py): with several processes this runs before every write of a session.
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT owner_token FROM {table(Session)} WHERE id = %s{lock}", [session_id])
@@ -67,21 +65,49 @@ def _check_fence(session_id: str, token: int | None) -> None:
         raise Fenced(f"Session {session_id} is owned by another process now.")
 
 
+@dataclass(frozen=True)
+class Fence:
+    """The claim under which a process writes a session's live state: with several processes the fencing
+    token it owns the session with (docs/architecture.md "Processes"), with one process None.
+
+    The one fencing check of the database: every write of the live core — queue rows, the paused flag, seq
+    reservations, and what a turn writes as it goes (its streaming and partial text, tool results, the usage
+    it adds) — runs inside `writing()`, one transaction that first checks, row-locked, that the session still
+    holds this token; otherwise Fenced, and nothing is written. An owner frozen past its lease and woken after
+    another process took the session over changes nothing. (Events: chat/live/cluster/relay.py fences the
+    replay stream the same way, against the lease in Redis.)"""
+
+    session_id: str
+    token: int | None = None
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Sync, in the database thread. One process: nothing to fence, and no BEGIN/COMMIT around the
+        statements (they run for every message and every second of a streaming answer)."""
+        if self.token is None:
+            yield
+            return
+        with transaction.atomic():
+            _check_fence(self.session_id, self.token)
+            yield
+
+
 class DjangoQueueStore:
     """QueueStore over Message rows: every queue change is written before it is acknowledged. `token`
-    (several processes only) fences the writes: see chat/live/cluster/ownership.py."""
+    (several processes only) fences the writes (Fence; the lease: chat/live/cluster/ownership.py)."""
 
     def __init__(
         self,
         session_id: str,
         token: int | None = None,
         known: set[str] | None = None,
-        on_failure: Callable[[], None] | None = None,
+        on_failure: Callable[[BaseException], None] | None = None,
     ):
         self.session_id = session_id
-        self.token = token
+        self.fence = Fence(session_id, token)
         self._known: set[str] = set(known or ())  # message ids already stored for this session
-        self._on_failure = on_failure  # the database failed a write: the live state can no longer be trusted
+        # A write failed or was fenced (the exception): the live state can no longer be trusted.
+        self._on_failure = on_failure
 
     async def save_message(
         self, item: PendingItem, *, status: MessageStatus, new: bool = False, error: TurnError | None = None
@@ -101,18 +127,12 @@ class DjangoQueueStore:
         if not isinstance(exc, (DatabaseError, Fenced)):
             return False
         if self._on_failure is not None:
-            self._on_failure()
+            self._on_failure(exc)
         return True
 
     @queue_full_recorded()
     def _save_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
-        if self.token is None:
-            # One process: nothing to fence, so one statement in autocommit mode (no BEGIN/COMMIT
-            # around it): this runs twice for every message.
-            self._write_message(item, status, new, error)
-            return
-        with transaction.atomic():
-            _check_fence(self.session_id, self.token)
+        with self.fence.writing():
             self._write_message(item, status, new, error)
 
     def _write_message(self, item: PendingItem, status: str, new: bool, error: TurnError | None) -> None:
@@ -198,15 +218,16 @@ class DjangoQueueStore:
         await self._write(self._save_paused, paused)
 
     def _save_paused(self, paused: bool) -> None:
-        with transaction.atomic() if self.token is not None else contextlib.nullcontext():
-            _check_fence(self.session_id, self.token)
+        with self.fence.writing():
             Session.objects.filter(id=self.session_id).update(paused=paused)
 
     async def reserve_seq(self, reserved: int) -> None:
         await self._write(self._reserve_seq, reserved)
 
     def _reserve_seq(self, reserved: int) -> None:
-        Session.objects.filter(id=self.session_id, seq_reserved__lt=reserved).update(seq_reserved=reserved)
+        with self.fence.writing():
+            below = Session.objects.filter(id=self.session_id, seq_reserved__lt=reserved)
+            below.update(seq_reserved=reserved)
 
 
 @queue_full_recorded()
@@ -336,13 +357,24 @@ def load_state(session_id: str, *, seq_block: int, token: int | None = None) -> 
 
 class DjangoTurnRecorder:
     """Stores what a turn produced (agents/recording.py) as Message rows: per model step one assistant row,
-    written while it streams (status `streaming`), then `completed`, `cancelled` or `error`; tool results."""
+    written while it streams (status `streaming`), then `completed`, `cancelled` or `error`; tool results.
+    Every write goes through `fence` (several processes: the token the session is owned with), so a turn
+    whose process lost the session writes nothing more (Fenced ends it)."""
 
-    def __init__(self, session_id: str, reply_to: str, model: str = "", user_id: int | None = None):
+    def __init__(
+        self,
+        session_id: str,
+        reply_to: str,
+        model: str = "",
+        user_id: int | None = None,
+        *,
+        token: int | None = None,
+    ):
         self.session_id = session_id
         self.reply_to = reply_to
         self.model = model
         self.user_id = user_id  # whose usage a completed step adds to (chat/usage.py)
+        self.fence = Fence(session_id, token)
         self._streaming: str | None = None  # message id of the row of the step that streams now
         self._step_at: dt.datetime | None = None  # when the step that streams now started
 
@@ -351,11 +383,17 @@ class DjangoTurnRecorder:
         self._step_at = timezone.now()
 
     async def progress(self, content: str, reasoning: str) -> None:
+        new = self._streaming is None
         if self._streaming is None:
             self._streaming = uuid.uuid4().hex
-            await database_sync_to_async(self._insert)(self._streaming, content, reasoning, STREAMING)
-        else:
-            await database_sync_to_async(self._update)(self._streaming, content, reasoning, STREAMING)
+        await database_sync_to_async(self._write_progress)(self._streaming, content, reasoning, new)
+
+    def _write_progress(self, row: str, content: str, reasoning: str, new: bool) -> None:
+        with self.fence.writing():
+            if new:
+                self._insert(row, content, reasoning, STREAMING)
+            else:
+                self._update(row, content, reasoning, STREAMING)
 
     async def assistant_message(
         self,
@@ -377,13 +415,14 @@ class DjangoTurnRecorder:
         """The step's row (new when nothing was written while it streamed: entered at the step's start),
         the session's `updated_at` (an answer is activity: lists sort chats by it), and, for a completed
         model call, the user's usage: one hand-over to the database thread."""
-        if row is None:
-            self._insert(uuid.uuid4().hex, content, reasoning, status, **extra)
-        else:
-            self._update(row, content, reasoning, status, **extra)
-        update_rows(Session, {"id": self.session_id}, updated_at=timezone.now())
-        if status == COMPLETED and self.user_id is not None:
-            usage_add(user_id=self.user_id, model=self.model, usage=extra.get("usage"))
+        with self.fence.writing():
+            if row is None:
+                self._insert(uuid.uuid4().hex, content, reasoning, status, **extra)
+            else:
+                self._update(row, content, reasoning, status, **extra)
+            update_rows(Session, {"id": self.session_id}, updated_at=timezone.now())
+            if status == COMPLETED and self.user_id is not None:
+                usage_add(user_id=self.user_id, model=self.model, usage=extra.get("usage"))
 
     def _insert(self, message_id: str, content: str, reasoning: str, status: str, **extra: Any) -> None:
         insert_row(
@@ -407,17 +446,21 @@ class DjangoTurnRecorder:
         update_rows(Message, where, content=content, reasoning=reasoning, status=status, **extra)
 
     async def tool_result(self, call_id: str, name: str, output: str, is_error: bool) -> None:
-        await database_sync_to_async(insert_row)(
-            Message,
-            session_id=self.session_id,
-            message_id=uuid.uuid4().hex,
-            role=Message.Role.TOOL,
-            content=output,
-            status=ERROR if is_error else COMPLETED,
-            reply_to=self.reply_to,
-            tool_call_id=call_id,
-            entered_at=timezone.now(),
-        )
+        await database_sync_to_async(self._write_tool_result)(call_id, output, is_error)
+
+    def _write_tool_result(self, call_id: str, output: str, is_error: bool) -> None:
+        with self.fence.writing():
+            insert_row(
+                Message,
+                session_id=self.session_id,
+                message_id=uuid.uuid4().hex,
+                role=Message.Role.TOOL,
+                content=output,
+                status=ERROR if is_error else COMPLETED,
+                reply_to=self.reply_to,
+                tool_call_id=call_id,
+                entered_at=timezone.now(),
+            )
 
 
 def history_for_model(session_id: str, *, before_message_id: str) -> list[dict[str, Any]]:

@@ -275,8 +275,7 @@ async def test_calls_made_together_go_over_together(batches: list[int]) -> None:
 
 
 async def test_a_fenced_owner_writes_nothing_and_the_current_owner_writes() -> None:
-    """With several processes every queue write checks the session's owner token
-    (chat/live/cluster/ownership.py)."""
+    """With several processes every queue write checks the session's owner token (chat/store.py Fence)."""
     from agents.contract import ChatRequest
     from chat.live.queue import PendingItem
     from chat.store import DjangoQueueStore, Fenced
@@ -295,6 +294,53 @@ async def test_a_fenced_owner_writes_nothing_and_the_current_owner_writes() -> N
     with pytest.raises(Fenced):
         await DjangoQueueStore(session.id, token=6).save_message(item, status="cancelled")
     assert (await database_sync_to_async(Message.objects.get)(message_id="m1")).status == "running"
+
+
+async def test_a_fenced_turn_and_event_log_write_nothing_and_the_current_owners_do() -> None:
+    """Every write of the live core goes through the one fence (chat/store.py Fence), not only the queue's:
+    the rows a turn writes as it goes (streaming and partial text, tool results, its usage and the session's
+    activity) and the event log's seq reservations. An owner that lost the session changes none of them."""
+    from chat.models import Usage
+    from chat.store import DjangoQueueStore, DjangoTurnRecorder, Fenced
+
+    session = await database_sync_to_async(_session)()
+    await database_sync_to_async(Session.objects.filter(id=session.id).update)(owner_token=7)
+    before = await database_sync_to_async(Session.objects.get)(id=session.id)
+    old = DjangoTurnRecorder(session.id, "m1", "fake-model", session.user_id, token=6)
+    usage = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    writes = [
+        old.progress("partial", ""),
+        old.progress("partial, more", ""),
+        old.partial("partial, more", "", "cancelled"),
+        old.assistant_message("done", [], usage),
+        old.tool_result("call-1", "shell", "output", False),
+        DjangoQueueStore(session.id, token=6).reserve_seq(before.seq_reserved + 1000),
+        DjangoQueueStore(session.id, token=6).save_paused(True),
+    ]
+    for write in writes:
+        with pytest.raises(Fenced):
+            await write
+    after = await database_sync_to_async(Session.objects.get)(id=session.id)
+    assert (after.updated_at, after.seq_reserved, after.paused) == (
+        before.updated_at,
+        before.seq_reserved,
+        before.paused,
+    )
+    assert not await database_sync_to_async(Message.objects.filter(session_id=session.id).exists)()
+    assert not await database_sync_to_async(Usage.objects.exists)()
+
+    current = DjangoTurnRecorder(session.id, "m1", "fake-model", session.user_id, token=7)
+    await current.progress("partial", "")
+    await current.assistant_message("done", [], usage)
+    await current.tool_result("call-1", "shell", "output", False)
+    await DjangoQueueStore(session.id, token=7).reserve_seq(before.seq_reserved + 1000)
+    rows = await database_sync_to_async(list)(
+        Message.objects.filter(session_id=session.id).order_by("id").values_list("role", "status", "content")
+    )
+    assert rows == [("assistant", "completed", "done"), ("tool", "completed", "output")]
+    assert (await database_sync_to_async(Usage.objects.get)()).total_tokens == 7
+    reserved = (await database_sync_to_async(Session.objects.get)(id=session.id)).seq_reserved
+    assert reserved == before.seq_reserved + 1000
 
 
 async def test_when_no_connection_can_be_had_the_calls_after_fail_at_once_for_a_moment() -> None:

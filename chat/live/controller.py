@@ -60,8 +60,12 @@ class SessionController(Turns):
         on_turn_change: Callable[[int], None] | None = None,
         user_id: int | None = None,
         gate: UserGate | None = None,
+        token: int | None = None,
     ) -> None:
         self.session_id = session_id
+        # Several processes: the fencing token this one owns the session with. The store fences the queue's
+        # writes with it, and each turn gets it for its own (chat/store.py Fence).
+        self.token = token
         self.user_id = user_id  # whose session it is (their turns stop when their account ends)
         self._runtime = runtime
         self._lease = lease

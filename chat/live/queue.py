@@ -93,6 +93,7 @@ class Audience:
         self.publish = publish or counting_publish()
         self.subscribers: list[EventQueue] = []
         self.sealed = False
+        self.silenced = False  # the session's live state here is let go (another process owns it, ...)
 
     def emit(self, event: dict[str, Any]) -> None:
         if self.sealed:
@@ -122,3 +123,4 @@ class Audience:
                 queue.put_nowait(notice)
         self.publish = lambda event: event
         self.subscribers.clear()
+        self.silenced = True

@@ -237,14 +237,16 @@ class LiveSessions(ABC):
             Session.objects.filter(id=session_id, status=Session.Status.CLOSED).exists
         )()
 
-    async def fail(self, session_id: str) -> None:
-        """The database failed one of the session's writes: what is live here may differ from what is stored
-        (the truth), so the live state goes, and its subscribers are told (they reconnect later and get the
-        stored state; a turn that was running ends `interrupted` when the session is loaded again)."""
+    async def fail(self, session_id: str, *, fenced: bool = False) -> None:
+        """The database failed one of the session's writes, or refused it because another process owns the
+        session now (`fenced`): what is live here may differ from what is stored (the truth), so the live
+        state goes, and its subscribers are told (they reconnect later and get the stored state; a turn that
+        was running ends `interrupted` when the session is loaded again)."""
         controller = self.registry.forget(session_id)
         if controller is None:
             return
-        logger.warning("session %s lost its live state: a database write failed", session_id)
+        why = "another process owns it now" if fenced else "a database write failed"
+        logger.warning("session %s lost its live state: %s", session_id, why)
         await controller.abandon(notice=UNAVAILABLE)
         await self.registry.drop_log(session_id)
         await self._failed(session_id)
@@ -326,7 +328,10 @@ class LiveSessions(ABC):
             raise NotOwner(session_id, exc.token) from None
         known = {item.request.message_id for item in state.pending} | set(state.running_message_ids)
         store = DjangoQueueStore(
-            session_id, token=token, known=known, on_failure=lambda: self._spawn(self.fail(session_id))
+            session_id,
+            token=token,
+            known=known,
+            on_failure=lambda exc: self._spawn(self.fail(session_id, fenced=isinstance(exc, Fenced))),
         )
         log = log or EventLog(
             session_id,
@@ -348,6 +353,7 @@ class LiveSessions(ABC):
             next_order=state.next_order,
             user_id=state.user_id,
             gate=self.slots.gate(state.user_id),
+            token=token,
         )
         try:
             for message_id in state.running_message_ids:

@@ -33,6 +33,7 @@ class Turns:
     """How a SessionController runs its turns (see the module docstring)."""
 
     session_id: str
+    token: int | None
     pending: list[PendingItem]
     paused: bool
     closed: bool
@@ -168,7 +169,8 @@ class Turns:
 
     async def _outcome_of(self, turn: ActiveTurn) -> tuple[TurnOutcome, TurnResult | None] | None:
         """Run the turn; a requested cancel and any exception become an outcome, never a crash. None when
-        the store's storage failed (the store has the session's live state dropped)."""
+        the store's storage failed (the store has the session's live state dropped), or the session's live
+        state here was let go while the turn ran (silence)."""
         item = turn.item
         try:
             result = await self._drive(turn)
@@ -181,6 +183,8 @@ class Turns:
                 task.uncancel()
             return "cancelled", None
         except Exception as exc:
+            if self._audience.silenced:  # let go meanwhile (e.g. its last write was fenced): nothing to tell
+                return None
             return failed_outcome(exc, self._store, item.request.message_id, self.session_id)
         return ("completed" if result.status == "completed" else "error"), result
 
@@ -188,7 +192,7 @@ class Turns:
         """Inside a lease: open the stream, apply deferred steers, forward its events, get its result."""
         item = turn.item
         async with self._lease():
-            opened = self._runtime.stream(item.request, session_id=self.session_id)
+            opened = self._runtime.stream(item.request, session_id=self.session_id, token=self.token)
             # A runtime may need I/O (history, settings) before the turn exists: it can return an awaitable.
             stream = await opened if inspect.isawaitable(opened) else opened
             try:

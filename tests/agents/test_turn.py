@@ -727,7 +727,7 @@ class _TurnRuntime:
     def __init__(self, build: Callable[..., AgentTurn]) -> None:
         self.build = build
 
-    def stream(self, request: ChatRequest, *, session_id: str) -> AgentTurn:
+    def stream(self, request: ChatRequest, *, session_id: str, token: int | None = None) -> AgentTurn:
         return self.build(request.content, approval_mode=request.approval_mode)
 
 

@@ -141,7 +141,7 @@ class ScriptedRuntime:
         self._created = asyncio.Event()
 
     def stream(
-        self, request: ChatRequest, *, session_id: str
+        self, request: ChatRequest, *, session_id: str, token: int | None = None
     ) -> ScriptedStream | Coroutine[Any, Any, ScriptedStream]:
         if self.open_async:
             return self._open_later(request, session_id)

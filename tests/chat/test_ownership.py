@@ -120,7 +120,8 @@ async def test_two_deployments_on_one_redis_never_see_each_others_sessions(redis
     try:
         settings.CACHE_PREFIX = one
         held_by_a = await a.acquire(sid)
-        await store.append(sid, [{**event, "seq": n} for n in (1, 2, 3)])
+        assert held_by_a is not None
+        await store.append(sid, [{**event, "seq": n} for n in (1, 2, 3)], lease=held_by_a)
 
         settings.CACHE_PREFIX = two
         assert await b.owner_of(sid) is None  # a's lease is not b's

@@ -5,7 +5,8 @@ Plain asyncio. `RedisOwnership` keeps the session's owner key (chat/live/cluster
 of its fence key, so a later owner always holds a larger token than an earlier one (docs/architecture.md).
 
 An owner that misses its renewal deadline (paused, partitioned, or its key taken) calls `on_lost`
-and must stop publishing and writing at once; storage writes are additionally fenced by the token.
+and must stop publishing and writing at once; its writes are additionally fenced by the token: in the
+database (chat/store.py Fence), and in Redis (the replay stream is appended to only under the lease).
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ class Lease:
     owner: str
     token: int
 
+    @property
+    def value(self) -> str:
+        """What the owner key holds while this lease does."""
+        return f"{self.owner}|{self.token}"
+
 
 class RedisOwnership:
     """Leases in Redis, renewed every third of their length; a missed renewal means the lease is lost."""
@@ -86,9 +92,6 @@ class RedisOwnership:
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
         self._raise_fence = redis.register_script(_RAISE_FENCE)
-
-    def _value(self, lease: Lease) -> str:
-        return f"{lease.owner}|{lease.token}"
 
     async def acquire(self, session_id: str) -> Lease | None:
         if self.holds(session_id):
@@ -118,6 +121,11 @@ class RedisOwnership:
         owner, _, token = value.rpartition("|")
         return Lease(session_id, owner, int(token))
 
+    def lease(self, session_id: str) -> Lease | None:
+        """The lease this process took for the session, until it lets it go or learns it lost it (Redis
+        decides whether it still holds: writes under it are fenced, chat/live/cluster/relay.py)."""
+        return self._held.get(session_id)
+
     def holds(self, session_id: str) -> bool:
         """Held and not past its deadline by this process's clock (checked before every publish)."""
         until = self._valid_until.get(session_id)
@@ -128,7 +136,7 @@ class RedisOwnership:
         self._valid_until.pop(session_id, None)
         if lease is not None:
             with contextlib.suppress(Exception):
-                await self._release(keys=[owner_key(session_id)], args=[self._value(lease)])
+                await self._release(keys=[owner_key(session_id)], args=[lease.value])
 
     async def start(self) -> None:
         if self._renewer is None:
@@ -159,7 +167,7 @@ class RedisOwnership:
         left = self._valid_until.get(session_id, started) - started
         try:
             ok = await asyncio.wait_for(
-                self._renew(keys=[owner_key(session_id)], args=[self._value(lease), self.lease_ms]),
+                self._renew(keys=[owner_key(session_id)], args=[lease.value, self.lease_ms]),
                 timeout=max(left, self.lease_ms / 3000),
             )
         except Exception:

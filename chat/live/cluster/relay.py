@@ -6,7 +6,8 @@ direct socket send (docs/architecture.md). Any other event flushes the batch at 
 not delayed. Batches are sent one at a time, in order.
 
 `RedisReplayStore` keeps each session's recent events in a capped Redis Stream (entry id = seq), so a
-socket on any process can replay `?since=` after a reconnect.
+socket on any process can replay `?since=` after a reconnect; only the session's owner appends to it (fenced
+by its lease).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from chat.live.cluster.keys import floor_key, stream_key
+from chat.live.cluster.keys import floor_key, owner_key, stream_key
+from chat.live.cluster.ownership import Lease
 from chat.live.events import encode_event
 
 logger = logging.getLogger(__name__)
@@ -94,12 +96,16 @@ class EventRelay:
 # Appends a batch in one command: a pipeline of one XADD per event cost the owner ~20 % of its CPU in
 # redis-py's command packing and reply parsing (bench/cluster_load.py). An entry Redis refuses (an id not
 # above the stream's last) is skipped, as a failed XADD in a pipeline was.
-# KEYS: the stream, its floor. ARGV: maxlen, ttl, the seq before this batch, then entry id and event pairs.
+# KEYS: the stream, its floor, the session's owner key. ARGV: maxlen, ttl, the seq before this batch, the
+# appender's lease ("<process>|<token>"), then entry id and event pairs.
+# Fenced: only the process whose lease the owner key holds appends (0 otherwise, and nothing is written): an
+# owner frozen past its lease and woken after another process took the session over publishes nothing.
 # A stream that did not exist (a new session, or one whose events Redis lost or let expire) records where it
 # starts: a `since` below that floor may miss events, and gets a resync instead of a replay with a hole.
 _APPEND = """
+if redis.call('GET', KEYS[3]) ~= ARGV[4] then return 0 end
 local fresh = redis.call('EXISTS', KEYS[1]) == 0
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   redis.pcall('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], ARGV[i], 'e', ARGV[i + 1])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
@@ -121,13 +127,15 @@ class RedisReplayStore:
         self.ttl_seconds = ttl_seconds
         self._append = redis.register_script(_APPEND)
 
-    async def append(self, session_id: str, events: list[dict[str, Any]]) -> None:
+    async def append(self, session_id: str, events: list[dict[str, Any]], *, lease: Lease) -> bool:
+        """Append the owner's events; False when `lease` is not the session's lease any more (fenced)."""
         if not events:
-            return
-        args: list[Any] = [self.maxlen, self.ttl_seconds, events[0]["seq"] - 1]
+            return True
+        args: list[Any] = [self.maxlen, self.ttl_seconds, events[0]["seq"] - 1, lease.value]
         for event in events:
             args += [f"{event['seq']}-0", encode_event(event)]
-        await self._append(keys=[stream_key(session_id), floor_key(session_id)], args=args)
+        keys = [stream_key(session_id), floor_key(session_id), owner_key(session_id)]
+        return bool(await self._append(keys=keys, args=args))
 
     async def since(self, session_id: str, seq: int) -> list[dict[str, Any]] | None:
         """Stored events with seq > `seq`, or None when some may be missing (→ resync): trimmed, or the

@@ -155,9 +155,15 @@ class ClusterSessions(LiveSessions):
             raise
 
     async def _relay_batch(self, session_id: str, batch: list[dict[str, Any]]) -> None:
-        assert self.replay is not None and self.cluster is not None
+        assert self.replay is not None and self.cluster is not None and self.ownership is not None
+        lease = self.ownership.lease(session_id)
+        if lease is None:
+            return  # let go or lost: this process publishes nothing more
         try:
-            await self.replay.append(session_id, batch)  # first the store, so a gap can always be refilled
+            # First the store, so a gap can always be refilled. Fenced by the lease: refused once another
+            # process owns the session, and then nothing of this batch reaches anyone.
+            if not await self.replay.append(session_id, batch, lease=lease):
+                return
         except Exception:
             logger.warning(
                 "could not store %d event(s) of session %s for replay", len(batch), session_id, exc_info=True
@@ -187,9 +193,11 @@ class ClusterSessions(LiveSessions):
         if self.ownership is not None:
             await self.ownership.release(session_id)
 
-    async def fail(self, session_id: str) -> None:
-        await super().fail(session_id)
-        if self.cluster is not None:  # (when Redis is away, the mirrors' watchdogs tell their sockets)
+    async def fail(self, session_id: str, *, fenced: bool = False) -> None:
+        await super().fail(session_id, fenced=fenced)
+        # Mirrors follow the session's owner: a fenced process is not it any more and tells them nothing.
+        # (When Redis is away, the mirrors' watchdogs tell their sockets.)
+        if self.cluster is not None and not fenced:
             with contextlib.suppress(RedisError, OSError):
                 await self.cluster.announce_failed(session_id)
 
