@@ -253,7 +253,8 @@ class ChatConsumer(LeanWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
-        if len(raw.encode("utf-8")) > settings.AGENTSITE_WS_MAX_FRAME_BYTES:
+        # (surrogatepass: a server that let a lone surrogate through gets it ignored as not JSON, jsonio.py)
+        if len(raw.encode("utf-8", "surrogatepass")) > settings.AGENTSITE_WS_MAX_FRAME_BYTES:
             await self.close(code=CLOSE_TOO_BIG)
             return
         if self.queue is None:
@@ -263,11 +264,12 @@ class ChatConsumer(LeanWebsocketConsumer):
         except jsonio.InvalidJson:
             logger.info("ignored a frame that is not JSON (or too deep) on session %s", self.session_id)
             return
-        if not isinstance(data, dict) or data.get("type") not in inputs.KNOWN_TYPES:
-            logger.info("ignored a frame of unknown type on session %s", self.session_id)
-            return
         try:
-            await self._handle(inputs.parse_frame(data))
+            frame = inputs.parse_frame(data)
+            if frame is None:
+                logger.info("ignored a frame of unknown type on session %s", self.session_id)
+                return
+            await self._handle(frame)
         except inputs.InvalidInput as exc:
             message = f"Invalid '{data.get('type')}' frame: {exc.message}"
             await self._send_error(DomainError(message, code="invalid_frame", fields=exc.fields))

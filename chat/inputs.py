@@ -4,13 +4,26 @@ A message (`POST …/messages` or a socket's `message` frame, docs/protocol.md �
 `MessageInput` on both edges; socket frames add their `type`. Problems become `InvalidInput` (the field
 and why, worded by agentsite/validation.py; REST answers `400 invalid` with `fields`, a socket an `error`
 frame `invalid_frame` with the same `fields`) or `too_long` (content over 100,000 characters, both edges).
+Every field of every frame is checked here, for whatever JSON a client sends (tests/chat/test_frames_fuzz.py):
+no text may hold the NUL character, which no database column takes (a docs/protocol.md extension), and a
+frame that is no frame of the contract (not a JSON object, or its `type` no known frame type, not a string
+at all included) is told apart from one with wrong fields, so that the socket ignores it as the contract says.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
 
 from agents.contract import ApprovalMode
 from agentsite.exceptions import DomainError
@@ -19,9 +32,27 @@ from agentsite.validation import InvalidInput as InvalidInput  # what the parser
 from agentsite.validation import invalid, pydantic_fields
 
 MAX_CONTENT_CHARS = 100_000
+NUL = "\x00"
 
-MessageId = Annotated[StrictStr, Field(min_length=1, max_length=128)]
-ShortText = Annotated[StrictStr, Field(min_length=1, max_length=128)]
+
+def _without_nul[T](value: T) -> T:
+    """Text (also inside objects and lists, keys included) without NUL: Postgres stores none."""
+    if isinstance(value, str):
+        if NUL in value:
+            raise ValueError("Text may not contain the NUL character (U+0000).")
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _without_nul(key)
+            _without_nul(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            _without_nul(inner)
+    return value
+
+
+Text = Annotated[StrictStr, AfterValidator(_without_nul)]
+MessageId = Annotated[Text, Field(min_length=1, max_length=128)]
+ShortText = Annotated[Text, Field(min_length=1, max_length=128)]
 
 
 class _Input(BaseModel):
@@ -32,18 +63,18 @@ class GenerationConfig(BaseModel):
     """`config`: only `generation` (options passed to the model: temperature, max_tokens, ...)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
-    generation: dict[str, Any] = Field(default_factory=dict)
+    generation: Annotated[dict[str, Any], AfterValidator(_without_nul)] = Field(default_factory=dict)
 
 
 class MessageInput(_Input):
     """A user message for a session's queue."""
 
-    content: Annotated[StrictStr, Field(min_length=1)]
+    content: Annotated[Text, Field(min_length=1)]
     message_id: MessageId | None = None
     steer: StrictBool = False
     config: GenerationConfig | None = None
     approval_mode: ApprovalMode = "ask"
-    model: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None
+    model: Annotated[Text, Field(min_length=1, max_length=200)] | None = None
 
     def submit_options(self) -> dict[str, Any]:
         """The keyword arguments of chat.services.message_submit."""
@@ -100,8 +131,15 @@ KNOWN_TYPES = frozenset({"ping", "message", "steer", "remove", "cancel", "confir
 _frames: TypeAdapter[Frame] = TypeAdapter(Frame)
 
 
-def parse_frame(data: dict[str, Any]) -> Frame:
-    """A typed frame of a known type, or InvalidInput / `too_long` naming what is wrong."""
+def parse_frame(data: Any) -> Frame | None:
+    """A typed frame of a known type; None for what the contract ignores (docs/protocol.md §3.2): JSON that
+    is not an object, or an object whose `type` is no known frame type (`{"type": {}}` included). A known
+    frame with a field missing or wrong: InvalidInput naming it; content over the limit: `too_long`."""
+    if not isinstance(data, dict):
+        return None
+    kind = data.get("type")
+    if not isinstance(kind, str) or kind not in KNOWN_TYPES:
+        return None
     return _checked(_validate(_frames, data, skip_first=True))
 
 

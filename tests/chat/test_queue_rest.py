@@ -121,6 +121,12 @@ async def test_a_reused_message_id_is_409(rest):
         ({"content": "hi", "message_id": 7}, "message_id"),
         ({"content": "hi", "approval_mode": "sometimes"}, "approval_mode"),
         ({"content": "hi", "config": {"generation": 1}}, "config"),
+        # No text holds NUL: no column takes it (on Postgres these were 500s)
+        ({"content": "a\x00b"}, "content"),
+        ({"content": "hi", "message_id": "m\x00"}, "message_id"),
+        ({"content": "hi", "model": "\x00"}, "model"),
+        ({"content": "hi", "config": {"generation": {"stop": ["\x00"]}}}, "config"),
+        ({"content": "hi", "config": {"generation": {"\x00": 1}}}, "config"),
     ],
 )
 async def test_post_message_with_wrong_types_is_400_naming_the_field(rest, body, field):
