@@ -502,6 +502,30 @@ async def test_a_turn_stopped_by_its_storage_failing_writes_and_publishes_nothin
     assert controller.active_task is None and len(runtime.streams) == 1  # B did not start
 
 
+async def test_a_turn_that_fails_after_its_session_was_let_go_logs_no_error_and_writes_nothing(
+    make: MakeController, runtime: ScriptedRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process took the session over: this one silenced the controller (chat/live/cluster/sessions.py
+    `_lost`), and what the turn raises afterwards (its next write refused by the fence, chat/store.py) is
+    nobody's to hear: no internal error logged with a traceback, nothing stored or published."""
+    from chat.store import Fenced
+
+    store = RecordingStore()
+    controller = make(store=store)
+    queue, _ = controller.subscribe()
+    await controller.submit(request("A"))
+    stream = await runtime.stream_at(0)
+    controller.silence()
+    stream.failure = Fenced("Session s is owned by another process now.")
+    task = controller.active_task
+    assert task is not None
+    stream.release()
+    await task
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info] == []
+    assert controller.active_task is None and store.statuses["A"] == "running"
+    assert [e for e in drain(queue) if e["type"] == "result"] == []
+
+
 async def test_cancel_in_one_session_leaves_another_sessions_steers_alone(
     make: MakeController, runtime: ScriptedRuntime
 ) -> None:
