@@ -88,37 +88,46 @@ async def test_a_frozen_owner_woken_after_a_takeover_writes_and_publishes_nothin
     session_id = f"frozen-{uuid.uuid4().hex[:8]}"
     script_remote(llm, SLOW, default=Reply(text="unused"))
     with serve(env, kill=True) as a, serve(env, kill=True) as b:
-        async with httpx.AsyncClient(base_url=a.base_url, headers={"Authorization": f"Bearer {key}"}) as http:
-            created = await http.post("/api/v1/chat/sessions", json={"session_id": session_id})
-            assert created.status_code in (200, 201), created.text
-        async with websockets.connect(ws_url(a, session_id, key)) as on_a:
-            assert json.loads(await on_a.recv())["type"] == "connected"  # A owns the session
-            await on_a.send(json.dumps({"type": "message", "message_id": "A", "content": "A"}))
-            await until(on_a, "delta")
-            async with asyncio.timeout(WITHIN):  # A has stored some of the answer as it streams
-                while ("assistant", "streaming") not in _statuses_with_text(database_url, session_id):
-                    await asyncio.sleep(0.2)
-            os.killpg(a.process.pid, signal.SIGSTOP)
-            try:
-                await _taken_over(b, session_id, key)
-                after_takeover = _rows(database_url, session_id)
-                stored = [(m[0], m[1]) for m in _messages(database_url, session_id)]
-                assert stored == [("user", "interrupted"), ("assistant", "interrupted")], stored
-                stream = _stream(session_id)
-                async with websockets.connect(ws_url(b, session_id, key)) as on_b:
-                    assert json.loads(await on_b.recv())["type"] == "connected"
-                    os.killpg(a.process.pid, signal.SIGCONT)  # A wakes up; its model's words arrive
-                    woken = time.monotonic()
-                    leaked = []
-                    while time.monotonic() - woken < 6:  # A learns within a lease that it lost the session
-                        try:
-                            leaked.append(json.loads(await asyncio.wait_for(on_b.recv(), 0.5)))
-                        except TimeoutError:
-                            pass
-            finally:
-                os.killpg(a.process.pid, signal.SIGCONT)
-        assert leaked == [], "the old owner published after losing the session"
-        assert _stream(session_id) == stream, "the old owner added events to the replay stream"
-        assert _rows(database_url, session_id) == after_takeover, "the old owner changed the stored session"
-        assert a.process.poll() is None, "the old owner must go on serving"
-        assert "Traceback" not in a.log(), a.log()[-4000:]
+        try:
+            async with httpx.AsyncClient(
+                base_url=a.base_url, headers={"Authorization": f"Bearer {key}"}
+            ) as http:
+                created = await http.post("/api/v1/chat/sessions", json={"session_id": session_id})
+                assert created.status_code in (200, 201), created.text
+            async with websockets.connect(ws_url(a, session_id, key)) as on_a:
+                assert json.loads(await on_a.recv())["type"] == "connected"  # A owns the session
+                await on_a.send(json.dumps({"type": "message", "message_id": "A", "content": "A"}))
+                await until(on_a, "delta")
+                async with asyncio.timeout(WITHIN):  # A has stored some of the answer as it streams
+                    while ("assistant", "streaming") not in _statuses_with_text(database_url, session_id):
+                        await asyncio.sleep(0.2)
+                os.killpg(a.process.pid, signal.SIGSTOP)
+                try:
+                    await _taken_over(b, session_id, key)
+                    after_takeover = _rows(database_url, session_id)
+                    stored = [(m[0], m[1]) for m in _messages(database_url, session_id)]
+                    assert stored == [("user", "interrupted"), ("assistant", "interrupted")], stored
+                    stream = _stream(session_id)
+                    async with websockets.connect(ws_url(b, session_id, key)) as on_b:
+                        assert json.loads(await on_b.recv())["type"] == "connected"
+                        os.killpg(a.process.pid, signal.SIGCONT)  # A wakes up; its model's words arrive
+                        woken = time.monotonic()
+                        leaked = []
+                        # A learns within a lease that it lost the session; B's socket hears nothing of A
+                        while time.monotonic() - woken < 6:
+                            try:
+                                leaked.append(json.loads(await asyncio.wait_for(on_b.recv(), 0.5)))
+                            except TimeoutError:
+                                pass
+                finally:
+                    os.killpg(a.process.pid, signal.SIGCONT)
+            assert leaked == [], "the old owner published after losing the session"
+            assert _stream(session_id) == stream, "the old owner added events to the replay stream"
+            assert _rows(database_url, session_id) == after_takeover, (
+                "the old owner changed the stored session"
+            )
+            assert a.process.poll() is None, "the old owner must go on serving"
+            assert "Traceback" not in a.log(), a.log()[-4000:]
+        except BaseException:
+            print(f"--- A ({a.port}) ---\n{a.log()[-6000:]}\n--- B ({b.port}) ---\n{b.log()[-6000:]}")
+            raise
