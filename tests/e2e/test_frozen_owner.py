@@ -11,6 +11,7 @@ message row, no changed status, no partial text, no usage, no event.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -86,14 +87,24 @@ async def test_a_frozen_owner_woken_after_a_takeover_writes_and_publishes_nothin
     env, key, llm = scaled
     database_url = env.env["DATABASE_URL"]
     session_id = f"frozen-{uuid.uuid4().hex[:8]}"
-    script_remote(llm, SLOW, default=Reply(text="unused"))
+    script_remote(llm, default=Reply(text="warm"))
     with serve(env, kill=True) as a, serve(env, kill=True) as b:
         try:
             async with httpx.AsyncClient(
                 base_url=a.base_url, headers={"Authorization": f"Bearer {key}"}
             ) as http:
-                created = await http.post("/api/v1/chat/sessions", json={"session_id": session_id})
-                assert created.status_code in (200, 201), created.text
+                for sid in (f"warm-{session_id}", session_id):
+                    created = await http.post("/api/v1/chat/sessions", json={"session_id": sid})
+                    assert created.status_code in (200, 201), created.text
+            # A's first turn loads and connects what turns need (the model client, ...): on a busy machine
+            # that can hold its event loop past a lease of 1.5 s, which must not happen in the turn tested.
+            # (It may cost A that session's lease: then it is closed 1012, which is all the same here.)
+            async with websockets.connect(ws_url(a, f"warm-{session_id}", key)) as warm:
+                assert json.loads(await warm.recv())["type"] == "connected"
+                await warm.send(json.dumps({"type": "message", "content": "warm up"}))
+                with contextlib.suppress(websockets.ConnectionClosed):
+                    await until(warm, "result")
+            script_remote(llm, SLOW)
             async with websockets.connect(ws_url(a, session_id, key)) as on_a:
                 assert json.loads(await on_a.recv())["type"] == "connected"  # A owns the session
                 await on_a.send(json.dumps({"type": "message", "message_id": "A", "content": "A"}))
