@@ -44,6 +44,7 @@ from agents.model_stream import (
 )
 from agentsite.encryption import is_unreadable, unreadable_message
 from agentsite.outbound import OutboundPolicy, Resolver
+from agentsite.stack import STOCK_STACK
 
 if TYPE_CHECKING:
     import openai
@@ -144,7 +145,9 @@ class OpenAIModelClient:
             max_retries=max_retries,
             http_client=guarded_http_client(sdk, policy or provider_policy(), resolver),
         )
-        self._stream_request: Any = None  # agentsite/internals.py SdkStreamRequest, made on first use
+        # agentsite/internals.py SdkStreamRequest, made on first use; False: the SDK's own path (on the stock
+        # stack, agentsite/stack.py, always)
+        self._stream_request: Any = False if STOCK_STACK else None
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -158,7 +161,7 @@ class OpenAIModelClient:
 
             usable = SdkStreamRequest.usable(self._client)
             self._stream_request = SdkStreamRequest(self._client, "/chat/completions") if usable else False
-        if self._stream_request is False:  # credentials the SDK refreshes per request: its own path
+        if self._stream_request is False:  # credentials the SDK refreshes per request, or the stock stack
             extra_body = {k: v for k, v in payload.items() if k not in ("model", "stream", "stream_options")}
             async with self._client.chat.completions.with_streaming_response.create(
                 model=payload["model"],

@@ -1,5 +1,7 @@
 from agentsite.lean_imports import skip_unused_optional_imports
+from agentsite.stack import STOCK_STACK
 
 __version__ = "0.1.0"
 
-skip_unused_optional_imports()
+if not STOCK_STACK:  # the stock stack imports what the libraries import (agentsite/stack.py)
+    skip_unused_optional_imports()

@@ -21,7 +21,11 @@ seconds, not after every queued call of the process has timed out in turn (docs/
 
 Where asgiref would pick another thread — a sync caller waiting in `async_to_sync` (its own thread, and
 its transaction), a request's ThreadSensitiveContext — the call goes through `sync_to_async` unchanged.
-What this uses of asgiref's private parts is in agentsite/internals.py.
+What this uses of asgiref's private parts is in agentsite/internals.py. On the stock stack
+(AGENTSITE_STOCK_STACK=1, agentsite/stack.py) none of this runs: `database_sync_to_async` is Channels' own,
+which runs each call in asgiref's thread and cleans up old connections before and after it (with
+CONN_MAX_AGE=0: a new connection per call), and a database that does not answer costs every call its own
+wait. The hot-path SQL helpers below are plain Django and serve both stacks.
 """
 
 from __future__ import annotations
@@ -32,13 +36,17 @@ import functools
 import time
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async as channels_database_sync_to_async
 from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Field, Model
 
-from agentsite.internals import asgiref_picks_another_thread, bind_thread_to, run_in_database_thread
+from agentsite.stack import STOCK_STACK
+
+if not STOCK_STACK:
+    from agentsite.internals import asgiref_picks_another_thread, bind_thread_to, run_in_database_thread
 
 # (function, args, kwargs, context, future) of one call
 _Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any], contextvars.Context, asyncio.Future[Any]]
@@ -123,7 +131,7 @@ def _database_thread(loop: asyncio.AbstractEventLoop) -> _DatabaseThread:
     return thread
 
 
-def database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
+def _batched_database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
     """`fn` as a coroutine function that runs in the database thread (see the module docstring)."""
 
     @wraps(fn)
@@ -144,15 +152,32 @@ def database_sync_to_async[**P, R](fn: Callable[P, R]) -> Callable[P, Any]:
     return run
 
 
-def database_call[**P, R](fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[R]:
+def _batched_database_call[**P, R](
+    fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+) -> asyncio.Future[R]:
     """Queue `fn(*args, **kwargs)` for the database thread now and return its future (a running loop
     is needed). Unlike a coroutine, which only queues the call once awaited, this lets one task put
     several independent calls into the same hand-over: `await asyncio.gather(database_call(a),
     database_call(b))`."""
     loop = asyncio.get_running_loop()
     if asgiref_picks_another_thread(loop):
-        return asyncio.ensure_future(database_sync_to_async(fn)(*args, **kwargs))
+        return asyncio.ensure_future(_batched_database_sync_to_async(fn)(*args, **kwargs))
     return _database_thread(loop).call(fn, args, kwargs)
+
+
+def _stock_database_call[**P, R](fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> asyncio.Future[R]:
+    """The stock stack's `database_call`: Channels' `database_sync_to_async`, started now."""
+    return asyncio.ensure_future(channels_database_sync_to_async(fn)(*args, **kwargs))
+
+
+# Chosen once, here (agentsite/stack.py); the type checker reads the speed layer's, whose signatures the
+# stock stack's share.
+if TYPE_CHECKING or not STOCK_STACK:
+    database_sync_to_async = _batched_database_sync_to_async
+    database_call = _batched_database_call
+else:
+    database_sync_to_async = channels_database_sync_to_async
+    database_call = _stock_database_call
 
 
 async def close_connection() -> None:

@@ -1,12 +1,15 @@
 """`EventQueue`: where a reader of events (a socket, an SSE stream, a cron run, a turn's consumer) waits.
 
-Plain asyncio; used by the turn contract's implementations and by the live sessions alike.
+Plain asyncio; used by the turn contract's implementations and by the live sessions alike. On the stock
+stack (AGENTSITE_STOCK_STACK=1, agentsite/stack.py) `EventQueue` is asyncio.Queue itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from agentsite.stack import STOCK_STACK
 
 
 class EventQueue:
@@ -60,3 +63,7 @@ class EventQueue:
                 if self._waiter is waiter and waiter.done():
                     self._waiter = None
         return self.get_nowait()
+
+
+if STOCK_STACK and not TYPE_CHECKING:  # chosen once, here (agentsite/stack.py)
+    EventQueue = asyncio.Queue

@@ -81,6 +81,8 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.http import FileResponse, HttpResponseBase
 from django.urls import set_script_prefix
 
+from agentsite.stack import SERVER_SEND  # scope key: the server's own `send`, without wrappers around it
+
 # What the tricks use that their libraries do not promise: (owner, attribute).
 PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
     (SyncToAsync, "single_thread_executor"),
@@ -102,8 +104,6 @@ PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
     (ASGIHandler, "chunk_size"),
     (autobahn_protocol, "pformat"),
 )
-
-SERVER_SEND = "agentsite.send"  # scope key: the server's own `send`, without middleware wrappers around it
 
 
 # The openai SDK's, for trick 6: (module, class or None, attribute). Checked by `missing()`.

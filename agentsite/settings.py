@@ -29,6 +29,7 @@ from agentsite.env import (
     env_str,
     parse_rate,
 )
+from agentsite.stack import STOCK_STACK
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -307,6 +308,9 @@ AGENTSITE_USER_DISK_QUOTA_MB = env_int("AGENTSITE_USER_DISK_QUOTA_MB", 5120, min
 AGENTSITE_WS_MAX_FRAME_BYTES = env_int("AGENTSITE_WS_MAX_FRAME_BYTES", 1024 * 1024, minimum=1024)
 # HTTP requests whose middleware and view run at once (each in a thread of its own); the others wait.
 AGENTSITE_REQUEST_THREADS = env_int("AGENTSITE_REQUEST_THREADS", 32, minimum=1)
+# 1: the speed layer off, the libraries' plain path on (agentsite/stack.py reads the variable itself, at
+# import: agentsite/__init__.py needs it before settings; docs/deployment.md says when to use it).
+AGENTSITE_STOCK_STACK = STOCK_STACK
 AGENTSITE_MAX_CONCURRENT_TURNS = env_int("AGENTSITE_MAX_CONCURRENT_TURNS", 32, minimum=1)
 # Fair share and limits per user (docs/protocol.md §6.4); 0 means no limit.
 AGENTSITE_USER_MAX_CONCURRENT_TURNS = env_int("AGENTSITE_USER_MAX_CONCURRENT_TURNS", 4, minimum=0)

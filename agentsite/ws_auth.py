@@ -25,9 +25,9 @@ from django.http.request import split_domain_port, validate_host
 from agentsite.credentials import Credential
 from agentsite.db import database_sync_to_async
 from agentsite.errors import rate_limited_message
-from agentsite.internals import SERVER_SEND
 from agentsite.ratelimit import FAILED_KEYS_REASON, key_authenticate, scope_address
 from agentsite.services import local_user
+from agentsite.stack import SERVER_SEND
 from agentsite.tickets import TICKET_REFUSED, ticket_authenticate
 
 _DEFAULT_PORTS = {"http": "80", "https": "443"}

@@ -21,10 +21,10 @@ from agentsite.audit.limits import alimit_hit_record
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError, RateExceeded, ServiceUnavailable
-from agentsite.internals import LeanWebsocketConsumer
 from agentsite.query import query_flag
 from agentsite.ratelimit import FRAMES_REASON, frame_allowed, scope_address
 from agentsite.validation import drf_fields, invalid
+from agentsite.websocket import SocketConsumer
 from chat import inputs
 from chat.exceptions import TooManySockets
 from chat.live import UNAVAILABLE, Attachment, LiveSessions, Unavailable, live_sessions
@@ -59,12 +59,13 @@ _REFUSALS = {
 UNAVAILABLE_MESSAGE = "The session cannot go on in this server process now; reconnect with ?since= to resume."
 
 
-class ChatConsumer(LeanWebsocketConsumer):
+class ChatConsumer(SocketConsumer):
     """One socket on one session.
 
     Lean per socket, because a server holds thousands of them (agentsite/internals.py): no channel-layer
     channel (events come from the live sessions; a deleted session's sockets are closed through them, on
-    every process), and frames go straight to the server's `send`.
+    every process), and frames go straight to the server's `send`. On the stock stack its base is Channels'
+    own consumer (agentsite/websocket.py).
     """
 
     session_id: str

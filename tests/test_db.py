@@ -21,6 +21,7 @@ from agentsite.services import api_key_create
 from chat.models import Message, Session
 from chat.store import history_for_model, message_store_pending
 from tests import factories
+from tests.support.stack import speed_layer_only
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]
 
@@ -190,6 +191,7 @@ def batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return sizes
 
 
+@speed_layer_only
 async def test_calls_made_while_the_thread_is_busy_go_over_together(batches: list[int]) -> None:
     release = threading.Event()
 
@@ -237,6 +239,7 @@ def test_under_async_to_sync_calls_run_in_the_waiting_callers_thread() -> None:
     assert async_to_sync(ask)() == caller
 
 
+@speed_layer_only
 async def test_a_broken_connection_is_closed_so_the_next_call_opens_a_fresh_one() -> None:
     from django.db import OperationalError
 
@@ -266,6 +269,7 @@ async def test_a_broken_connection_is_closed_so_the_next_call_opens_a_fresh_one(
     assert await database_sync_to_async(lambda: Session.objects.count())() == 0
 
 
+@speed_layer_only
 async def test_calls_made_together_go_over_together(batches: list[int]) -> None:
     """Calls queued in the same turn of the event loop share one hand-over, even when the thread is idle."""
     first, second = database_call(lambda: "a"), database_call(str.upper, "b")
@@ -343,6 +347,7 @@ async def test_a_fenced_turn_and_event_log_write_nothing_and_the_current_owners_
     assert reserved == before.seq_reserved + 1000
 
 
+@speed_layer_only
 async def test_when_no_connection_can_be_had_the_calls_after_fail_at_once_for_a_moment() -> None:
     """One call waits for the database that does not answer; the calls queued behind it do not each wait
     as long again (a turn's failed write is then told within seconds)."""

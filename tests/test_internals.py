@@ -13,6 +13,9 @@ from asgiref.sync import SyncToAsync
 from channels.consumer import AsyncConsumer
 
 from agentsite import internals
+from tests.support.stack import speed_layer_only
+
+pytestmark = speed_layer_only
 
 
 def test_every_private_name_the_tricks_use_is_still_there() -> None:

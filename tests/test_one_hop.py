@@ -15,6 +15,7 @@ from django.conf import settings
 from agentsite.asgi import django_asgi_app
 from agentsite.internals import OneHopASGIHandler
 from tests import factories
+from tests.support.stack import speed_layer_only
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,6 +40,7 @@ def hand_overs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
+@speed_layer_only
 async def test_the_chain_and_the_view_of_a_request_take_one_hand_over(hand_overs: list[str]) -> None:
     assert isinstance(django_asgi_app, OneHopASGIHandler)
     user = await asgiref_sync.sync_to_async(factories.user)("alice")
@@ -84,6 +86,7 @@ async def test_a_browser_session_still_needs_its_csrf_token_and_a_key_does_not()
     assert by_key.status_code == 200, by_key.text
 
 
+@speed_layer_only
 async def test_at_most_the_given_number_of_requests_run_their_view_at_once() -> None:
     import threading
     import time
@@ -111,6 +114,7 @@ async def test_at_most_the_given_number_of_requests_run_their_view_at_once() -> 
     assert most == 2
 
 
+@speed_layer_only
 async def test_a_request_starts_and_finishes_in_the_thread_of_its_view_and_threads_are_reused() -> None:
     """request_finished (Django's connection clean-up) runs where the view's connection lives, and the
     next request does not need a new thread (nor a new database connection with CONN_MAX_AGE > 0)."""
@@ -147,6 +151,7 @@ async def test_a_request_starts_and_finishes_in_the_thread_of_its_view_and_threa
     assert threading.get_ident() not in {thread for _, thread in seen}
 
 
+@speed_layer_only
 async def test_a_streamed_response_is_sent_whole_and_closed_after_it_is_sent() -> None:
     from django.http import StreamingHttpResponse
 

@@ -15,6 +15,7 @@ import pytest
 
 from agentsite.eventqueue import EventQueue
 from chat.live.events import encode_event
+from tests.support.stack import speed_layer_only
 
 
 @dataclasses.dataclass
@@ -81,6 +82,7 @@ async def test_a_reader_that_gives_up_leaves_the_queue_usable() -> None:
     assert await asyncio.wait_for(queue.get(), 1) == "again"
 
 
+@speed_layer_only
 async def test_long_bursts_keep_order_and_release_what_was_read() -> None:
     queue = EventQueue()
     for n in range(1000):
@@ -93,6 +95,7 @@ async def test_long_bursts_keep_order_and_release_what_was_read() -> None:
     assert queue._items == [] and queue._head == 0  # nothing read is kept
 
 
+@speed_layer_only
 async def test_a_reader_that_never_quite_catches_up_does_not_keep_what_it_read() -> None:
     queue = EventQueue()
     queue.put_nowait(0)

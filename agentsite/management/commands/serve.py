@@ -93,10 +93,18 @@ class Command(BaseCommand):
         from daphne.server import Server, twisted_loop
 
         from agentsite.asgi import application
-        from agentsite.internals import close_websockets_by_contract
         from agentsite.lifecycle import server_process
+        from agentsite.stack import STOCK_STACK
 
-        close_websockets_by_contract()
+        served: Any = application
+        if STOCK_STACK:  # daphne as it is, with close codes it can send (agentsite/websocket.py)
+            from agentsite.websocket import CloseCodesDaphneSends
+
+            served = CloseCodesDaphneSends(application)
+        else:
+            from agentsite.internals import close_websockets_by_contract
+
+            close_websockets_by_contract()
         try:
             server_process.prepare()
         except ImproperlyConfigured as exc:  # AGENTSITE_SANDBOX=bwrap without a working bubblewrap
@@ -119,7 +127,7 @@ class Command(BaseCommand):
             # socket is adopted once the reactor runs instead (daphne needs some endpoint string meanwhile).
             endpoint = "unix:/nonexistent"
         server = Server(
-            application=application,
+            application=served,
             endpoints=[endpoint],
             signal_handlers=True,
             websocket_max_message_size=settings.AGENTSITE_WS_MAX_FRAME_BYTES,
