@@ -1,8 +1,12 @@
-"""Speed tricks that reach into private parts of asgiref and Channels: all of them, here.
+"""Speed tricks that reach into private parts of asgiref, Channels, daphne, autobahn, Django and openai: all
+of them, here.
 
-Each one is a measured win (bench/README.md) and each relies on something its library does not promise,
-so tests/test_internals.py fails loudly when a private name it uses is gone, and pyproject.toml pins the
-versions they were written against (upper bounds: an upgrade is a decision, not an accident).
+Each one is a measured win (bench/README.md) and each relies on something its library does not promise:
+agentsite/private_names.py lists every such name, tests/test_internals.py fails loudly (naming the
+package, its version and the trick) when one is gone or changed, and pyproject.toml pins the versions
+they were written against (upper bounds: an upgrade is a decision, not an accident). All of them are
+off, and this module is not even imported, on the stock stack (AGENTSITE_STOCK_STACK=1, agentsite/stack.py):
+the libraries' plain path then runs, e.g. after an upgrade until the tricks are checked again.
 
 1. The database thread (agentsite/db.py): our async code hands its ORM calls to asgiref's one shared
    database thread in batches, and keeps that thread's connection open. It uses asgiref's executor for
@@ -44,8 +48,7 @@ versions they were written against (upper bounds: an upgrade is a decision, not 
    sends each body (JSON bytes) with the SDK's own httpx client, and on a failure follows the SDK's own
    rules: its retry decision (`_should_retry`), its back-off (`_calculate_retry_timeout`), its errors
    (`_make_status_error_from_response`, APITimeoutError, APIConnectionError). A client whose auth is more
-   than a static key (the SDK's refreshable credentials) keeps the SDK's path. The private names are in
-   `OPENAI_PRIVATE_NAMES` (checked like the others; the SDK is imported only when a provider is used).
+   than a static key (the SDK's refreshable credentials) keeps the SDK's path.
 7. A burst of frames in one write (chat/consumers.py): each frame sent through daphne goes through its ASGI
    `send`, its protocol's checks, autobahn's `sendMessage` and `sendFrame` (with a debug line's arguments
    formatted per frame) and one `transport.write`. `LeanWebsocketConsumer.send_texts` builds the frames of
@@ -82,62 +85,6 @@ from django.http import FileResponse, HttpResponseBase
 from django.urls import set_script_prefix
 
 from agentsite.stack import SERVER_SEND  # scope key: the server's own `send`, without wrappers around it
-
-# What the tricks use that their libraries do not promise: (owner, attribute).
-PRIVATE_NAMES: tuple[tuple[Any, str], ...] = (
-    (SyncToAsync, "single_thread_executor"),
-    (SyncToAsync, "threadlocal"),
-    (SyncToAsync, "thread_sensitive_context"),
-    (AsyncToSync, "executors"),
-    (AsyncToSync, "loop_thread_executors"),
-    (channels_utils, "await_many_dispatch"),
-    (channels_consumer, "get_handler_name"),
-    (daphne_server, "WebSocketFactory"),
-    (daphne_ws_protocol.WebSocketProtocol, "serverClose"),
-    (daphne_ws_protocol.WebSocketProtocol, "sendCloseFrame"),
-    (django_handlers.BaseHandler, "load_middleware"),
-    (django_handlers.BaseHandler, "get_response"),
-    (ASGIHandler, "read_body"),
-    (ASGIHandler, "create_request"),
-    (ASGIHandler, "send_response"),
-    (ASGIHandler, "listen_for_disconnect"),
-    (ASGIHandler, "chunk_size"),
-    (autobahn_protocol, "pformat"),
-)
-
-
-# The openai SDK's, for trick 6: (module, class or None, attribute). Checked by `missing()`.
-OPENAI_PRIVATE_NAMES: tuple[tuple[str, str | None, str], ...] = (
-    ("openai._base_client", "BaseClient", "_build_request"),
-    ("openai._base_client", "BaseClient", "_should_retry"),
-    ("openai._base_client", "BaseClient", "_calculate_retry_timeout"),
-    ("openai._base_client", "BaseClient", "_make_status_error_from_response"),
-    ("openai._base_client", "BaseClient", "_idempotency_key"),
-    ("openai._base_client", "AsyncAPIClient", "_prepare_options"),
-    ("openai._base_client", None, "timeout_exceptions"),
-    ("openai._base_client", None, "request_exceptions"),
-    ("openai._models", "FinalRequestOptions", "construct"),
-    ("openai", "AsyncOpenAI", "custom_auth"),
-)
-
-
-def missing() -> list[str]:
-    """The private names that are gone (empty while every trick still works)."""
-    import importlib
-
-    gone = [
-        f"{getattr(owner, '__name__', owner)}.{name}"
-        for owner, name in PRIVATE_NAMES
-        if not hasattr(owner, name)
-    ]
-    for module_name, class_name, name in OPENAI_PRIVATE_NAMES:
-        owner: Any = importlib.import_module(module_name)
-        if class_name is not None:
-            owner = getattr(owner, class_name, None)
-        if owner is None or not hasattr(owner, name):
-            gone.append(f"{module_name}.{class_name + '.' if class_name else ''}{name}")
-    return gone
-
 
 # -- 1. the database thread ---------------------------------------------------------------------------
 
@@ -369,7 +316,7 @@ class SdkStreamRequest:
     and client; same retries and errors. Sync-free and cheap per call once `prepare` has run."""
 
     def __init__(self, client: Any, path: str) -> None:
-        self._client = client
+        self._sdk = client
         self._path = path
         # (request class, URL, headers, extensions, options) as the SDK builds them for this path
         self._prepared: tuple[Any, Any, dict[str, str], dict[str, Any], Any] | None = None
@@ -384,8 +331,8 @@ class SdkStreamRequest:
             from openai._models import FinalRequestOptions
 
             options = FinalRequestOptions.construct(method="post", url=self._path, json_data={})
-            options = await self._client._prepare_options(options)
-            template = self._client._build_request(options, retries_taken=0)
+            options = await self._sdk._prepare_options(options)
+            template = self._sdk._build_request(options, retries_taken=0)
             headers = {k: v for k, v in template.headers.items() if k.lower() != "content-length"}
             # The client's own headers are merged in already: requests are made with the class alone.
             self._prepared = (type(template), template.url, headers, dict(template.extensions), options)
@@ -396,7 +343,7 @@ class SdkStreamRequest:
         from openai._base_client import request_exceptions, timeout_exceptions
 
         request_class, url, headers, extensions, options = await self._prepare()
-        client = self._client
+        client = self._sdk
         http = client._client
         max_retries = client.max_retries
         idempotency = getattr(client, "_idempotency_header", None)  # set per client class, if at all
