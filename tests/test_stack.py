@@ -129,3 +129,37 @@ async def test_the_codes_autobahn_allows_go_to_daphne_as_they_are(code: int) -> 
 
 async def test_other_connections_pass_through_unchanged() -> None:
     assert (await _closed_with(1012, scope_type="http"))[1]["code"] == 1012
+
+
+# -- the patched packages are pinned ----------------------------------------------------------------------
+
+
+def test_every_package_a_trick_reaches_into_is_pinned_below_its_next_minor() -> None:
+    """An upgrade of asgiref, Channels, daphne, autobahn, Django or openai is a decision (pyproject.toml): the
+    installed version is allowed, and the next minor release is not until the tricks are checked again."""
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    from agentsite.private_names import PRIVATE_NAMES
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    pins = {canonicalize_name(r.name): r for r in map(Requirement, pyproject["project"]["dependencies"])}
+    problems = []
+    for package in sorted({entry.package for entry in PRIVATE_NAMES}):
+        pin = pins.get(canonicalize_name(package))
+        installed = Version(version(package))
+        next_minor = Version(f"{installed.major}.{installed.minor + 1}")
+        if pin is None:
+            problems.append(f"{package} is not in pyproject.toml's dependencies")
+        elif installed not in pin.specifier:
+            problems.append(f"{package} {installed} is installed, but pyproject.toml asks for {pin}")
+        elif pin.specifier.contains(next_minor, prereleases=True) or not any(
+            spec.operator == "<" for spec in pin.specifier
+        ):
+            problems.append(f"{pin} lets {package} {next_minor} in: give it an upper bound (<{next_minor})")
+    assert problems == []
