@@ -23,6 +23,7 @@ from tests.support.chat_queue import (
     frames_until,
     is_result,
     is_type,
+    wait_until,
 )
 from tests.support.ws import connect
 
@@ -213,6 +214,8 @@ async def test_a_steer_restored_by_cancel_leaves_the_history_and_waits_in_the_qu
     rest.llm.script(HOLD, Reply(text="later"))
     ws = await rest.socket()
     await rest.post_message("first", message_id="a")
+    # the turn asks the model: it has its stream, so the steer joins it (before, it would wait `queued`)
+    await wait_until(lambda: rest.llm.chat_requests, what="the first turn's model request")
     steered = await rest.post_message("second", message_id="b", steer=True)
     assert steered.json() == {"message_id": "b", "status": "steered"}
     await rest.http.post(f"{rest.base}/cancel")
