@@ -11,7 +11,7 @@ POSTGRES_URL ?= postgres://postgres@127.0.0.1:5432/test
 SERVICES_REDIS_URL ?= redis://127.0.0.1:6379/0
 SOAK_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
 
-.PHONY: run test test-services setup lint bench soak clean
+.PHONY: run test test-services test-stock setup lint bench soak clean
 
 define find_python
 for candidate in "$$PYTHON" python3.13 python3.12 \
@@ -47,10 +47,12 @@ run: setup
 	DEBUG=$${DEBUG:-true} $(VPY) manage.py migrate --noinput
 	DEBUG=$${DEBUG:-true} $(VPY) manage.py serve --host $(HOST) --port $(PORT)
 
-# The whole suite on SQLite + the in-memory layer, then the service-backed tests on Postgres + Redis.
+# The whole suite on SQLite + the in-memory layer, then the service-backed tests on Postgres + Redis, then
+# the socket, queue and turn tests again on the stock stack.
 test: setup
 	$(VPY) -m pytest
 	$(MAKE) --no-print-directory test-services
+	$(MAKE) --no-print-directory test-stock
 
 # WebSocket, queue and multi-process tests again on Postgres + channels-redis, when they answer.
 # With AGENTSITE_REQUIRE_SERVICES=1 (CI) an unreachable service is a failure, not a skip.
@@ -61,6 +63,27 @@ test-services: setup
 	  echo "AGENTSITE_REQUIRE_SERVICES=1 but Postgres/Redis do not answer" >&2; exit 1; \
 	else \
 	  echo "Postgres/Redis not reachable: skipping the service-backed test run"; \
+	fi
+
+# The socket, queue and turn tests with the speed layer off (AGENTSITE_STOCK_STACK=1, agentsite/stack.py):
+# Django's, Channels' and openai's plain path (the tests of a trick itself skip); the core ones also on
+# Postgres + channels-redis when they answer. A real server on the stock stack: tests/e2e/test_stock_stack.py.
+STOCK_TESTS := tests/chat/test_consumer.py tests/chat/test_queue_ws.py tests/chat/test_controller.py \
+  tests/agents/test_turn.py tests/chat/test_confirmations_ws.py tests/chat/test_queue_rest.py \
+  tests/chat/test_takeover.py tests/chat/test_create_on_connect.py tests/chat/test_account_ended_work.py \
+  tests/chat/test_events.py tests/agents/test_llm.py tests/test_ws_tickets.py tests/test_one_hop.py \
+  tests/test_db.py tests/test_stack.py
+STOCK_SERVICE_TESTS := tests/chat/test_consumer.py tests/chat/test_queue_ws.py tests/chat/test_controller.py \
+  tests/agents/test_turn.py
+test-stock: setup
+	AGENTSITE_STOCK_STACK=1 $(VPY) -m pytest $(STOCK_TESTS)
+	@if $(VPY) -m tests.support.services "$(POSTGRES_URL)" "$(SERVICES_REDIS_URL)"; then \
+	  AGENTSITE_STOCK_STACK=1 DATABASE_URL="$(POSTGRES_URL)" REDIS_URL="$(SERVICES_REDIS_URL)" \
+	    $(VPY) -m pytest -m "services_rerun" $(STOCK_SERVICE_TESTS); \
+	elif [ "$${AGENTSITE_REQUIRE_SERVICES:-0}" = "1" ]; then \
+	  echo "AGENTSITE_REQUIRE_SERVICES=1 but Postgres/Redis do not answer" >&2; exit 1; \
+	else \
+	  echo "Postgres/Redis not reachable: skipping the stock stack's service-backed run"; \
 	fi
 
 lint: setup

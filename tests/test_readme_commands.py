@@ -38,6 +38,7 @@ _COMMAND = re.compile(r"^((?:[A-Z][A-Z0-9_]*=\S*\s+)*)(?:python3?\s+)?((?:manage
 NOT_RUN = {
     "test": "the whole suite, of which this test is a part",
     "lint": "ruff and mypy over the whole project: minutes, and the data directory plays no part",
+    "test-stock": "the socket, queue and turn tests on the stock stack, a part of `make test`",
     "bench": "the load benchmarks (bench/README.md), not tests",
     "soak": "about 10 minutes against Postgres and a Redis of its own",
 }
