@@ -191,7 +191,8 @@ def _close() -> None:
 
 # -- statements on the hot path of a chat turn, without the ORM's query building ------------------------
 # Building a query costs the ORM 200–350 µs of CPU; the statement itself costs SQLite 5–20 µs. The few
-# statements every message runs go through these helpers (sync: call them in the database thread).
+# statements every message runs go through these helpers (sync: call them in the database thread). They
+# serve both stacks; what they use of the ORM's compiler is listed in agentsite/private_names.py (trick 8).
 
 
 @functools.cache

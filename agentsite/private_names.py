@@ -1,4 +1,5 @@
-"""What the speed tricks (agentsite/internals.py) use of their libraries that the libraries do not promise.
+"""What the speed tricks (agentsite/internals.py, and agentsite/db.py's hot-path SQL) use of their libraries
+that the libraries do not promise.
 
 One entry per name: which trick uses it, the package whose upgrade may change it, where it lives, and
 what the trick relies on — the parameters it passes (or, for a method it overrides, exactly the ones the
@@ -21,6 +22,7 @@ TRICKS = {
     5: "no debug work on a socket's handshake (autobahn's pformat)",
     6: "the streamed chat request of a provider, built once (SdkStreamRequest)",
     7: "a burst of frames in one write (write_text_frames)",
+    8: "the hot-path SQL helpers of agentsite/db.py (insert_row, update_rows, select_row; on both stacks)",
 }
 
 
@@ -274,5 +276,19 @@ PRIVATE_NAMES: tuple[PrivateName, ...] = (
     ),
     PrivateName(
         7, "autobahn", _DAPHNE_FACTORY, "maskServerFrames", kind="instance", used_by=f"{_AUTOBAHN}.sendFrame"
+    ),
+    # 8. SQL without the ORM's query building: what the ORM's compiler does to each column it reads (not a
+    # trick of internals.py, and not switched off: plain Django otherwise, on both stacks)
+    PrivateName(8, "django", "django.db.models:Field", "get_col", parameters=("alias",)),
+    PrivateName(8, "django", "django.db.models:Field", "get_default", parameters=()),
+    PrivateName(
+        8,
+        "django",
+        "django.db.backends.base.operations:BaseDatabaseOperations",
+        "get_db_converters",
+        parameters=("expression",),
+    ),
+    PrivateName(
+        8, "django", "django.db.models.expressions:Col", "get_db_converters", parameters=("connection",)
     ),
 )
