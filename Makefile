@@ -72,7 +72,7 @@ STOCK_TESTS := tests/chat/test_consumer.py tests/chat/test_queue_ws.py tests/cha
   tests/agents/test_turn.py tests/chat/test_confirmations_ws.py tests/chat/test_queue_rest.py \
   tests/chat/test_takeover.py tests/chat/test_create_on_connect.py tests/chat/test_account_ended_work.py \
   tests/chat/test_events.py tests/agents/test_llm.py tests/test_ws_tickets.py tests/test_one_hop.py \
-  tests/test_db.py tests/test_stack.py
+  tests/chat/test_user_limits.py tests/chat/test_since.py tests/test_db.py tests/test_stack.py
 STOCK_SERVICE_TESTS := tests/chat/test_consumer.py tests/chat/test_queue_ws.py tests/chat/test_controller.py \
   tests/agents/test_turn.py
 test-stock: setup

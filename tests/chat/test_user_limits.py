@@ -25,7 +25,7 @@ from agentsite.dev.fake_llm import FakeLLMServer, Reply
 from chat.models import Message
 from tests import factories
 from tests.support.chat_queue import a_use_fake_llm, a_user_with_key, frames_until, is_status
-from tests.support.ws import closed_with, connect, rest, send
+from tests.support.ws import TIMEOUT, closed_with, connect, rest, send
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]
 
@@ -132,7 +132,7 @@ async def test_a_frame_flood_is_refused_past_the_burst_and_the_socket_stays_open
         await send(ws, {"type": "ping"})  # free: never refused, never counted
     frames = []
     while len([f for f in frames if f["type"] == "pong"]) < len(flood):
-        frames.append(await ws.receive_json_from())
+        frames.append(await ws.receive_json_from(timeout=TIMEOUT))
     refused = [f["data"] for f in frames if f["type"] == "error"]
     accepted = [f["message_id"] for f in frames if f["type"] == "message_status"]
     # 30 at once, then 2 a second: the flood takes well under a second, so at most one more passes.
