@@ -89,7 +89,7 @@ test-stock: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	PYTHONPATH=. DEBUG=true AGENTSITE_DATA_DIR=var/mypy $(VENV)/bin/mypy agentsite chat agents acp mcpservers cron portal
+	PYTHONPATH=. DEBUG=true AGENTSITE_DATA_DIR=var/mypy $(VENV)/bin/mypy agentsite security audit accounts chat agents acp mcpservers cron portal
 
 $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
 	$(VPY) -m pip install --quiet -e '.[test,bench]'

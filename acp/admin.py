@@ -8,8 +8,8 @@ from django import forms
 from django.contrib import admin
 
 from acp.models import AcpRunner
-from agentsite.encryption import is_unreadable, unreadable_message
-from agentsite.secret_fields import MASK_HELP, SECRET_MASK, MaskWithoutValue, unmasked
+from security.encryption import is_unreadable, unreadable_message
+from security.secret_fields import MASK_HELP, SECRET_MASK, MaskWithoutValue, unmasked
 
 
 class AcpRunnerForm(forms.ModelForm):

@@ -12,11 +12,11 @@ class AcpConfig(AppConfig):
 
     def ready(self) -> None:
         """Offer `delegate_external_agent` to agents (acp registers its tool into agents' registry); runners
-        are site configuration, in the audit trail (agentsite/audit/tracking.py; env values masked)."""
+        are site configuration, in the audit trail (audit/tracking.py; env values masked)."""
         from acp.models import AcpRunner
         from acp.tool import TOOL_NAME, DelegateExternalAgentTool
         from agents.tools import registry
-        from agentsite.audit.tracking import track
+        from audit.tracking import track
 
         _check_not_shadowed()
 

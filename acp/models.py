@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from acp.updates import TOOL_PARSE_MODES, ToolParseMode
 from agents.models import NAME_PATTERN, Agent
-from agentsite.encryption import is_unreadable, unreadable_message
-from agentsite.secret_fields import SECRET_MASK, EncryptedJSONDictField
+from security.encryption import is_unreadable, unreadable_message
+from security.secret_fields import SECRET_MASK, EncryptedJSONDictField
 
 DEFAULT_TIMEOUT_SECONDS = 300
 MAX_TIMEOUT_SECONDS = 86_400
@@ -39,7 +39,7 @@ class RunnerConfig(pydantic.BaseModel):
     tool_parse_mode: ToolParseMode
     timeout_seconds: int = pydantic.Field(gt=0)
     sandbox_paths: list[str] = []
-    # Variables whose stored value no configured secrets key decrypts (agentsite/encryption.py); they are
+    # Variables whose stored value no configured secrets key decrypts (security/encryption.py); they are
     # not in `env`, and the runner does not start until a staff user sets them again.
     unreadable_env: list[str] = []
 

@@ -24,7 +24,7 @@ from acp.tool import MIN_STARTUP_SECONDS, runner_spec
 from agents.models import Agent
 from agents.sandbox.site import get_sandbox, scratch_workspace
 from agents.tools.base import ToolContext, ToolError
-from agentsite.audit.services import TurnAudit
+from audit.services import TurnAudit
 
 
 class RunnerProbe(TypedDict, total=False):

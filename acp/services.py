@@ -8,7 +8,7 @@ from django.db import transaction
 
 from acp.models import AcpRunner, RunnerConfig, RunnerDict
 from agents.models import Agent
-from agentsite.secret_fields import SECRET_MASK, MaskWithoutValue, unmasked
+from security.secret_fields import SECRET_MASK, MaskWithoutValue, unmasked
 
 
 class RunnerEnvError(ValueError):

@@ -26,8 +26,8 @@ from agents.approvals import decision_entry
 from agents.sandbox import SandboxRefused
 from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
-from agentsite.audit.actions import APPROVAL_DECIDE
 from agentsite.db import database_sync_to_async
+from audit.actions import APPROVAL_DECIDE
 
 if TYPE_CHECKING:
     from acp.client import AcpConnection, AcpError

@@ -10,7 +10,7 @@ from agents.endpoints import provider_policy
 from agents.models import Agent, Provider, SiteDefault, ToolSetting
 from agents.sandbox.site import get_sandbox
 from agents.services import site_default_adopt
-from agentsite.encryption import is_unreadable, unreadable_message
+from security.encryption import is_unreadable, unreadable_message
 
 
 class ProviderForm(forms.ModelForm):

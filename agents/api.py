@@ -36,7 +36,7 @@ AGENT_NOT_FOUND = errors({404: "not_found: no such agent"})
 
 
 class AtomicWrites:
-    """A write and its audit entry (agentsite/audit/tracking.py) commit together, or neither does."""
+    """A write and its audit entry (audit/tracking.py) commit together, or neither does."""
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():

@@ -9,14 +9,14 @@ class AgentsConfig(AppConfig):
 
     def ready(self) -> None:
         """Agents, providers, the site default and tool switches are site configuration: every write of
-        them is in the audit trail (agentsite/audit/tracking.py; the provider's key masked). Long-lived
+        them is in the audit trail (audit/tracking.py; the provider's key masked). Long-lived
         children of tools (ACP runners, MCP servers) are recorded, so that those of a server that was
         killed are ended when one starts again (agents/sandbox/children.py)."""
         from django.conf import settings
 
         from agents.models import Agent, Provider, SiteDefault, ToolSetting
         from agents.sandbox import children
-        from agentsite.audit.tracking import track
+        from audit.tracking import track
 
         noise = ("created_at", "updated_at")
         track(Agent, object_type="agent", exclude=noise)

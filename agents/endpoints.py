@@ -1,6 +1,6 @@
 """Where provider calls may go, and what a provider's model list may tell its caller (docs/protocol.md §6.3).
 
-- :func:`provider_policy`: the site's rule for provider URLs (agentsite/outbound.py), checked when a
+- :func:`provider_policy`: the site's rule for provider URLs (security/outbound.py), checked when a
   `base_url` is saved (REST serializer, admin form, `provider_register_from_env`) and on every connection
   the model client makes (:func:`guarded_http_client`).
 - :func:`model_ids` and :func:`model_list_failure`: `POST /providers/{id}/test` answers the status and the
@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agentsite.outbound import GuardedTransport, OutboundPolicy, OutboundRefused, Resolver
+from security.outbound import GuardedTransport, OutboundPolicy, OutboundRefused, Resolver
 
 MODEL_LIST_MAX_BYTES = 8 * 1024 * 1024  # OpenRouter's list with descriptions is ~1 MB
 MODEL_ID_MAX_LENGTH = 200  # what Provider.model_list entries may hold
@@ -31,7 +31,7 @@ def provider_policy(*, label: str = "base_url") -> OutboundPolicy:
 
 def guarded_http_client(sdk: Any, policy: OutboundPolicy, resolver: Resolver | None = None) -> Any:
     """The openai SDK's own default HTTP client (its timeouts and limits), on a transport that connects
-    only where `policy` allows (agentsite/outbound.py GuardedTransport says why a transport).
+    only where `policy` allows (security/outbound.py GuardedTransport says why a transport).
 
     Built from the HTTP library the installed SDK uses (httpx for openai 1.x, httpx2 later).
     """

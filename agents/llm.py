@@ -42,9 +42,9 @@ from agents.model_stream import (
     drain_body,
     short_detail,
 )
-from agentsite.encryption import is_unreadable, unreadable_message
-from agentsite.outbound import OutboundPolicy, Resolver
 from agentsite.stack import STOCK_STACK
+from security.encryption import is_unreadable, unreadable_message
+from security.outbound import OutboundPolicy, Resolver
 
 if TYPE_CHECKING:
     import openai
@@ -113,7 +113,7 @@ class OpenAIModelClient:
     """An OpenAI-compatible provider, through the official SDK (one instance per provider, reused).
 
     Every connection goes only where the outbound policy allows (`policy`, by default the site's rule for
-    providers; `resolver` replaces DNS in tests): agents/endpoints.py, agentsite/outbound.py.
+    providers; `resolver` replaces DNS in tests): agents/endpoints.py, security/outbound.py.
     """
 
     def __init__(
@@ -129,7 +129,7 @@ class OpenAIModelClient:
     ) -> None:
         self.provider_name = provider_name
         self.base_url = base_url
-        # A stored key no configured secrets key opens (agentsite/encryption.py) is never sent anywhere.
+        # A stored key no configured secrets key opens (security/encryption.py) is never sent anywhere.
         self._key_error = (
             unreadable_message(f"the API key of provider '{provider_name}'")
             if is_unreadable(api_key)

@@ -9,7 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from agentsite.isotime import iso
-from agentsite.secret_fields import EncryptedTextField
+from security.secret_fields import EncryptedTextField
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 name_validator = RegexValidator(NAME_PATTERN, "Use 1-64 letters, digits, '_' or '-'.")

@@ -33,8 +33,8 @@ from agents.llm import ModelClient, ModelError, ToolCall
 from agents.recording import StepText, TurnRecorder
 from agents.tools import registry as default_registry
 from agents.tools.base import Tool, ToolContext, ToolError, ToolRegistry, preview_for
-from agentsite.audit.actions import APPROVAL_DECIDE
 from agentsite.eventqueue import EventQueue
+from audit.actions import APPROVAL_DECIDE
 
 logger = logging.getLogger(__name__)
 

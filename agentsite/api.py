@@ -1,6 +1,5 @@
-"""Account REST endpoints (API keys), the unauthenticated version/health endpoints, and the API's own
-description (OpenAPI schema, Swagger UI: for logged-in users and API keys, unless
-AGENTSITE_PUBLIC_API_DOCS)."""
+"""The site's own endpoints: the unauthenticated version/health endpoints and the API's own description
+(OpenAPI schema, Swagger UI: for logged-in users and API keys, unless AGENTSITE_PUBLIC_API_DOCS)."""
 
 from __future__ import annotations
 
@@ -11,10 +10,9 @@ from django.contrib.auth.views import redirect_to_login
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.http.response import HttpResponseBase
-from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
-from rest_framework import exceptions, generics
+from rest_framework import exceptions, serializers
 from rest_framework.permissions import AllowAny, BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -22,78 +20,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agentsite import __version__
-from agentsite.authentication import authenticated_by_key, request_credential
-from agentsite.errors import ApiError
-from agentsite.isotime import iso
-from agentsite.models import ApiKey
-from agentsite.openapi import PAGE_PARAMETERS, errors, page_of
-from agentsite.query import integer_pk
-from agentsite.serializers import (
-    ApiKeyCreatedSerializer,
-    ApiKeySerializer,
-    KeyCreateSerializer,
-    KeyRevokedSerializer,
-    VersionSerializer,
-    WsTicketSerializer,
-)
-from agentsite.services import api_key_create, api_key_revoke
-from agentsite.tickets import ticket_issue
 
 
-class KeyListCreateApi(generics.GenericAPIView):
-    @extend_schema(
-        operation_id="auth_keys_list", parameters=PAGE_PARAMETERS, responses=page_of(ApiKeySerializer)
-    )
-    def get(self, request: Request) -> Response:
-        keys = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
-        page = self.paginate_queryset(keys)
-        return self.get_paginated_response([key.to_dict() for key in page])
-
-    @extend_schema(
-        operation_id="auth_keys_create",
-        examples=[OpenApiExample("A key for a script", {"name": "backup script"}, request_only=True)],
-        request=KeyCreateSerializer,
-        responses={
-            201: ApiKeyCreatedSerializer,
-            **errors({403: "key_cannot_create_keys: a request authenticated by a key cannot make keys"}),
-        },
-    )
-    def post(self, request: Request) -> Response:
-        if authenticated_by_key(request):
-            # A leaked key must not be able to outlive its revocation by minting others (§6.2).
-            raise ApiError(
-                403,
-                "key_cannot_create_keys",
-                "A request authenticated by an API key cannot create keys: create them in the portal (logged "
-                "in) or with `manage.py create_api_key`.",
-            )
-        data = KeyCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        key, secret = api_key_create(
-            user=request.user, name=data.validated_data["name"], expires_at=data.validated_data["expires_at"]
-        )
-        body: dict[str, Any] = {**key.to_dict(), "key": secret}
-        return Response(body, status=201)
-
-
-class KeyDetailApi(APIView):
-    @extend_schema(
-        operation_id="auth_keys_revoke",
-        responses={200: KeyRevokedSerializer, **errors({404: "not_found: no such key of yours"})},
-    )
-    def delete(self, request: Request, key_id: str) -> Response:
-        key = get_object_or_404(ApiKey, pk=integer_pk(key_id) or -1, user=request.user)
-        api_key_revoke(key=key)
-        return Response({"id": str(key.pk), "revoked": True})
-
-
-class WsTicketApi(APIView):
-    """docs/protocol.md §6.6: a one-use ticket for a WebSocket, so that no key travels in its URL."""
-
-    @extend_schema(operation_id="auth_ws_ticket", request=None, responses={201: WsTicketSerializer})
-    def post(self, request: Request) -> Response:
-        ticket, expires_at = ticket_issue(request_credential(request))
-        return Response({"ticket": ticket, "expires_at": iso(expires_at)}, status=201)
+class VersionSerializer(serializers.Serializer):
+    version = serializers.CharField()
+    api = serializers.ChoiceField(choices=["v1"])
 
 
 class VersionApi(APIView):

@@ -27,8 +27,8 @@ else:
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from accounts.ws_auth import WebSocketAuthStack  # noqa: E402
 from agentsite.lifecycle import Lifecycle  # noqa: E402
-from agentsite.ws_auth import WebSocketAuthStack  # noqa: E402
 from chat.routing import websocket_urlpatterns  # noqa: E402
 
 application = Lifecycle(

@@ -105,7 +105,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.ParseError):
         response.data = error_body("invalid_json", f"The request body is not valid JSON: {exc.detail}")
         return response
-    if isinstance(exc, exceptions.Throttled):  # a DRF throttle (agentsite/ratelimit.py) or RateLimited
+    if isinstance(exc, exceptions.Throttled):  # a DRF throttle (security/ratelimit.py) or RateLimited
         wait = max(1, math.ceil(exc.wait or 1))
         message = (
             str(exc.detail)

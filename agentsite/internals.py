@@ -17,7 +17,7 @@ the libraries' plain path then runs, e.g. after an upgrade until the tricks are 
 2. The lean chat socket (chat/consumers.py): Channels' `AsyncConsumer.__call__` without its per-socket
    channel-layer channel and receive task, `dispatch` without `close_old_connections` before every frame
    (a thread hand-over, and a reconnect with CONN_MAX_AGE=0), and frames sent straight to the server's
-   own `send` (kept in the scope by agentsite/ws_auth.py) instead of through the middleware wrappers.
+   own `send` (kept in the scope by accounts/ws_auth.py) instead of through the middleware wrappers.
    Measured: ~30 KB less per idle socket, 40–90 µs less per frame.
 3. Closing sockets with the codes the contract names (agentsite/management/commands/serve.py): daphne
    builds its WebSocket factory inside `Server.run()` with autobahn's default `failByDrop=True`, which

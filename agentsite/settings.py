@@ -73,7 +73,7 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 # Old keys that still verify signatures, and whose derived key still decrypts stored secrets
-# (agentsite/encryption.py) while no AGENTSITE_SECRETS_KEY is set.
+# (security/encryption.py) while no AGENTSITE_SECRETS_KEY is set.
 SECRET_KEY_FALLBACKS = env_list("SECRET_KEY_FALLBACKS", [])
 # Unset: the loopback names serve listens on by default (debug or not); a public deployment names its own.
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
@@ -98,8 +98,11 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI served by the app itself, no CDN
     "channels",
-    "axes",  # login lockout (agentsite/lockout.py)
-    "agentsite",
+    "axes",  # login lockout (accounts/lockout.py)
+    "agentsite",  # project configuration and the framework kernel
+    "security",  # outbound guard, encryption, rate limits
+    "audit",
+    "accounts",
     "agents",
     "chat",
     "acp",
@@ -121,11 +124,11 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "agentsite.audit.context.AuditContextMiddleware",
-    "agentsite.ratelimit.AnonymousRateLimitMiddleware",
+    "audit.context.AuditContextMiddleware",
+    "security.ratelimit.AnonymousRateLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    # In place of axes.middleware.AxesMiddleware (agentsite/lockout.py says why; check axes.W002 silenced).
-    "agentsite.lockout.LoginLockoutMiddleware",
+    # In place of axes.middleware.AxesMiddleware (accounts/lockout.py says why; check axes.W002 silenced).
+    "accounts.lockout.LoginLockoutMiddleware",
     # A page's 404 is the portal's own page, in development too (not Django's list of URL patterns).
     "agentsite.middleware.OwnNotFoundPageMiddleware",
 ]
@@ -205,7 +208,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
 
-# Rate limits are counted in the cache (agentsite/ratelimit.py): in Redis when REDIS_URL is set, so that
+# Rate limits are counted in the cache (security/ratelimit.py): in Redis when REDIS_URL is set, so that
 # they hold across processes. The prefix keeps apart deployments (and test servers) that share one Redis
 # database — its cache keys, its sessions' keys and its channel-layer names (chat/live/cluster/keys.py):
 # it names this deployment's database unless AGENTSITE_CACHE_PREFIX does.
@@ -248,7 +251,7 @@ else:
 AGENTSITE_RATE_USER = env_rate("AGENTSITE_RATE_USER", "1200/min")
 AGENTSITE_RATE_ANON = env_rate("AGENTSITE_RATE_ANON", "120/min")
 AGENTSITE_RATE_FAILED_KEYS = env_rate("AGENTSITE_RATE_FAILED_KEYS", "30/min")
-# Login lockout (agentsite/lockout.py): failures per (username, address), and per address across usernames
+# Login lockout (accounts/lockout.py): failures per (username, address), and per address across usernames
 # (within the same window; 0: no address lock); login attempts (POSTs of the login pages) per address.
 AGENTSITE_RATE_LOGIN = env_rate("AGENTSITE_RATE_LOGIN", "5/15min")
 AGENTSITE_LOGIN_ADDRESS_FAILURES = env_int("AGENTSITE_LOGIN_ADDRESS_FAILURES", 30, minimum=0)
@@ -257,18 +260,18 @@ AGENTSITE_RATE_LOGIN_ADDRESS = env_rate("AGENTSITE_RATE_LOGIN_ADDRESS", "30/min"
 # is the client and no X-Forwarded-For is believed. Behind nginx on the same machine: 127.0.0.1.
 AGENTSITE_TRUSTED_PROXIES = env_networks("AGENTSITE_TRUSTED_PROXIES")
 
-# Login lockout with django-axes (agentsite/lockout.py): failures kept in the database (every process sees
-# them), counted per (username, address) and per address by agentsite.lockout.LockoutHandler.
+# Login lockout with django-axes (accounts/lockout.py): failures kept in the database (every process sees
+# them), counted per (username, address) and per address by accounts.lockout.LockoutHandler.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_ENABLED = parse_rate(AGENTSITE_RATE_LOGIN) is not None
-AXES_HANDLER = "agentsite.lockout.LockoutHandler"
-AXES_FAILURE_LIMIT = "agentsite.lockout.failure_limit"
-AXES_COOLOFF_TIME = "agentsite.lockout.cool_off"
+AXES_HANDLER = "accounts.lockout.LockoutHandler"
+AXES_FAILURE_LIMIT = "accounts.lockout.failure_limit"
+AXES_COOLOFF_TIME = "accounts.lockout.cool_off"
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
-AXES_CLIENT_IP_CALLABLE = "agentsite.lockout.client_ip"
+AXES_CLIENT_IP_CALLABLE = "accounts.lockout.client_ip"
 AXES_RESET_ON_SUCCESS = True
 # Attempts while locked are refused without being counted: the lock ends when the window passes.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
@@ -299,7 +302,7 @@ AGENTSITE_MAX_BODY_BYTES = env_int("AGENTSITE_MAX_BODY_BYTES", 1024 * 1024, mini
 DATA_UPLOAD_MAX_MEMORY_SIZE = AGENTSITE_MAX_BODY_BYTES
 # A file uploaded into a session's workspace (PUT …/files/{path}, chat/files_api.py) may be this large.
 AGENTSITE_MAX_UPLOAD_BYTES = env_int("AGENTSITE_MAX_UPLOAD_BYTES", 25 * 1024 * 1024, minimum=1024)
-# A WebSocket ticket (POST /api/v1/auth/ws-ticket, agentsite/tickets.py) opens one socket within this time.
+# A WebSocket ticket (POST /api/v1/auth/ws-ticket, accounts/tickets.py) opens one socket within this time.
 AGENTSITE_WS_TICKET_SECONDS = env_int("AGENTSITE_WS_TICKET_SECONDS", 60, minimum=1)
 # Disk quotas (docs/protocol.md §6.6, agents/tools/quota.py): one workspace, and all of a user's workspaces
 # together (MB on disk; 0 means no limit).
@@ -350,13 +353,13 @@ AGENTSITE_MCP_START_SECONDS = env_float("AGENTSITE_MCP_START_SECONDS", 60.0, min
 AGENTSITE_SANDBOX_UID = env_int(
     "AGENTSITE_SANDBOX_UID", 65534 if os.geteuid() == 0 else os.geteuid(), minimum=0
 )
-# Secrets at rest (docs/protocol.md §6.3, agentsite/encryption.py): the first key encrypts, all decrypt;
+# Secrets at rest (docs/protocol.md §6.3, security/encryption.py): the first key encrypts, all decrypt;
 # none set: a key derived from SECRET_KEY.
 AGENTSITE_SECRETS_KEYS = env_fernet_keys("AGENTSITE_SECRETS_KEY")
-# Provider URLs (agentsite/outbound.py): link-local and metadata addresses are always refused; this also
+# Provider URLs (security/outbound.py): link-local and metadata addresses are always refused; this also
 # refuses loopback and private ranges.
 AGENTSITE_PROVIDER_DENY_PRIVATE = env_bool("AGENTSITE_PROVIDER_DENY_PRIVATE", False)
-# The audit trail (docs/protocol.md §6.4, agentsite/audit/): entries older than this many days are deleted by
+# The audit trail (docs/protocol.md §6.4, audit/): entries older than this many days are deleted by
 # the scheduler once an hour; 0 keeps them for ever.
 AGENTSITE_AUDIT_RETENTION_DAYS = env_int("AGENTSITE_AUDIT_RETENTION_DAYS", 90, minimum=0)
 OPENAI_API_KEY = env_str("OPENAI_API_KEY")
@@ -365,12 +368,12 @@ AGENTSITE_DEFAULT_MODEL = env_str("AGENTSITE_DEFAULT_MODEL")
 
 REST_FRAMEWORK = {
     # Per user (AGENTSITE_RATE_USER); per address for requests without credentials, AGENTSITE_RATE_ANON,
-    # in agentsite.ratelimit.AnonymousRateLimitMiddleware.
-    "DEFAULT_THROTTLE_CLASSES": ["agentsite.ratelimit.UserRateThrottle"],
+    # in security.ratelimit.AnonymousRateLimitMiddleware.
+    "DEFAULT_THROTTLE_CLASSES": ["security.ratelimit.UserRateThrottle"],
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "agentsite.authentication.ApiKeyAuthentication",
-        "agentsite.authentication.CsrfSessionAuthentication",
-        "agentsite.authentication.OpenModeAuthentication",
+        "accounts.authentication.ApiKeyAuthentication",
+        "accounts.authentication.CsrfSessionAuthentication",
+        "accounts.authentication.OpenModeAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
@@ -405,8 +408,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     # Open mode is a development switch, not something API clients should see in the document.
     "AUTHENTICATION_WHITELIST": [
-        "agentsite.authentication.ApiKeyAuthentication",
-        "agentsite.authentication.CsrfSessionAuthentication",
+        "accounts.authentication.ApiKeyAuthentication",
+        "accounts.authentication.CsrfSessionAuthentication",
     ],
 }
 
@@ -451,7 +454,7 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# axes.W002 asks for axes' middleware, which agentsite.lockout.LoginLockoutMiddleware replaces.
+# axes.W002 asks for axes' middleware, which accounts.lockout.LoginLockoutMiddleware replaces.
 SILENCED_SYSTEM_CHECKS = ["axes.W002", *env_list("AGENTSITE_SILENCED_CHECKS", [])]
 
 LOGGING = {

@@ -30,6 +30,6 @@ from agentsite.env import env_bool
 
 STOCK_STACK: bool = env_bool("AGENTSITE_STOCK_STACK", False)
 
-# The scope key under which agentsite/ws_auth.py keeps the server's own `send` for the lean chat socket
+# The scope key under which accounts/ws_auth.py keeps the server's own `send` for the lean chat socket
 # (agentsite/internals.py, trick 2): here so that ws_auth.py need not import internals.py.
 SERVER_SEND = "agentsite.send"

@@ -3,11 +3,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import converters, include, path, register_converter
 
+from accounts import api as accounts_api
+from accounts import views as accounts_views
 from acp import api as acp_api
 from agents import api as agents_api
 from agentsite import api as site_api
-from agentsite import views as site_views
-from agentsite.audit import api as audit_api
+from audit import api as audit_api
 from chat import api as chat_api
 from chat import files_api, usage_api
 from mcpservers import api as mcp_api
@@ -26,9 +27,9 @@ api_v1 = [
     path("version", site_api.VersionApi.as_view(), name="version"),
     path("schema/", site_api.SchemaApi.as_view(), name="schema"),
     path("docs/", site_api.DocsApi.as_view(), name="docs"),
-    path("auth/keys", site_api.KeyListCreateApi.as_view(), name="keys"),
-    path("auth/keys/<str:key_id>", site_api.KeyDetailApi.as_view(), name="key-detail"),
-    path("auth/ws-ticket", site_api.WsTicketApi.as_view(), name="ws-ticket"),
+    path("auth/keys", accounts_api.KeyListCreateApi.as_view(), name="keys"),
+    path("auth/keys/<str:key_id>", accounts_api.KeyDetailApi.as_view(), name="key-detail"),
+    path("auth/ws-ticket", accounts_api.WsTicketApi.as_view(), name="ws-ticket"),
     path("agents", agents_api.AgentListApi.as_view(), name="agents"),
     path("agents/<str:name>", agents_api.AgentDetailApi.as_view(), name="agent-detail"),
     path("agents/<str:name>/tools", agents_api.AgentToolListApi.as_view(), name="agent-tools"),
@@ -95,11 +96,13 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"))),
     path("healthz", site_api.healthz, name="healthz"),
     path("admin/", admin.site.urls),
-    path("setup/", site_views.setup, name="setup"),
-    path("login/", site_views.LoginView.as_view(), name="login"),
-    path("logout/", site_views.LogoutView.as_view(), name="logout"),
-    path("account/password/", site_views.PasswordChangeView.as_view(), name="password_change"),
-    path("account/password/done/", site_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    path("setup/", accounts_views.setup, name="setup"),
+    path("login/", accounts_views.LoginView.as_view(), name="login"),
+    path("logout/", accounts_views.LogoutView.as_view(), name="logout"),
+    path("account/password/", accounts_views.PasswordChangeView.as_view(), name="password_change"),
+    path(
+        "account/password/done/", accounts_views.PasswordChangeDoneView.as_view(), name="password_change_done"
+    ),
     path("", include("portal.urls")),
 ]
 

@@ -141,7 +141,7 @@ class Server:
 
 USERS = """
 from django.contrib.auth import get_user_model
-from agentsite.services import api_key_create
+from accounts.services import api_key_create
 for n in range({count}):
     print(api_key_create(user=get_user_model().objects.create_user(f"bench{{n}}"))[1])
 """

@@ -19,14 +19,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agentsite.audit.limits import limit_hit_record
-from agentsite.authentication import request_credential
-from agentsite.credentials import Credential
+from accounts.authentication import request_credential
+from accounts.credentials import Credential
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
 from agentsite.query import query_flag
-from agentsite.ratelimit import request_address
+from audit.limits import limit_hit_record
 from chat.exceptions import TooManySockets
 from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message, parse_since
 from chat.live import UNAVAILABLE, live_sessions
@@ -57,6 +56,7 @@ from chat.services import (
     session_search_for_user,
     session_update,
 )
+from security.ratelimit import request_address
 
 SSE_KEEPALIVE_SECONDS = 15.0
 SSE_CLOSED_CHECK_SECONDS = 1.0  # how soon an open stream notices that its session was deleted
@@ -396,7 +396,7 @@ _ACCOUNT_ENDED: dict[str, Any] = {"type": "__account_ended__"}
 
 
 class _Stream:
-    """An SSE stream as the account watch sees it (agentsite/credentials.py)."""
+    """An SSE stream as the account watch sees it (accounts/credentials.py)."""
 
     __slots__ = ("queue", "reason")
 

@@ -17,14 +17,13 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from agentsite import jsonio
-from agentsite.audit.limits import alimit_hit_record
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError, RateExceeded, ServiceUnavailable
 from agentsite.query import query_flag
-from agentsite.ratelimit import FRAMES_REASON, frame_allowed, scope_address
 from agentsite.validation import drf_fields, invalid
 from agentsite.websocket import SocketConsumer
+from audit.limits import alimit_hit_record
 from chat import inputs
 from chat.exceptions import TooManySockets
 from chat.live import UNAVAILABLE, Attachment, LiveSessions, Unavailable, live_sessions
@@ -33,6 +32,7 @@ from chat.live.events import encode_event
 from chat.live.slots import Slot
 from chat.serializers import SessionCreateSerializer
 from chat.services import message_submit, session_get_open_for_user, session_get_or_create_open
+from security.ratelimit import FRAMES_REASON, frame_allowed, scope_address
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class ChatConsumer(SocketConsumer):
     attachment: Attachment | None = None
     sender: asyncio.Task[None] | None = None
     sent_seq: int = 0
-    ended: str = ""  # why its credential ended (agentsite/credentials.py)
+    ended: str = ""  # why its credential ended (accounts/credentials.py)
     slot: Slot | None = None  # one of its user's AGENTSITE_USER_MAX_SOCKETS, while it is open
 
     async def connect(self) -> None:
@@ -300,7 +300,7 @@ class ChatConsumer(SocketConsumer):
 
     async def _count(self, frame: inputs.Frame, live: LiveSessions) -> None:
         """RateExceeded when the user sent more counted frames than AGENTSITE_WS_RATE allows (this
-        process's count, in memory: agentsite/ratelimit.py TokenBuckets); the frame then does nothing."""
+        process's count, in memory: security/ratelimit.py TokenBuckets); the frame then does nothing."""
         user_id = self.scope["user"].pk
         wait = frame_allowed(live.frame_rate, user_id)
         if not wait:

@@ -48,14 +48,14 @@ from agents.tools.workspace import (
     open_file,
     parent_folder,
 )
-from agentsite.audit.actions import QUOTA_EXCEEDED
-from agentsite.audit.services import audit_record
 from agentsite.errors import ApiError
 from agentsite.isotime import iso
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import errors, flag_parameter
 from agentsite.query import query_flag, query_int
 from agentsite.validation import invalid
+from audit.actions import QUOTA_EXCEEDED
+from audit.services import audit_record
 from chat.files_preview import preview
 from chat.models import Session
 from chat.quota import workspace_quota

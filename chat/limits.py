@@ -1,7 +1,7 @@
 """How many messages may wait in a user's queues (docs/protocol.md §6.6): AGENTSITE_SESSION_MAX_PENDING per
 session and AGENTSITE_USER_MAX_PENDING over a user's open sessions. Checked by the store (chat/store.py) at
 the first write of a pending message, whichever process makes it; a refusal is `queue_full` (REST 429) and
-is counted in the audit trail (agentsite/audit/limits.py)."""
+is counted in the audit trail (audit/limits.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import connection
 
 from agents.contract import InputError
-from agentsite.audit.limits import limit_hit_record
 from agentsite.db import table
+from audit.limits import limit_hit_record
 from chat.models import Message, Session
 from chat.statuses import MessageStatus
 
@@ -64,7 +64,7 @@ def queue_room_check(session_id: str, message_id: str) -> None:
 
 @contextlib.contextmanager
 def queue_full_recorded() -> Iterator[None]:
-    """A refused message is counted in the audit trail (agentsite/audit/limits.py: once per window), after
+    """A refused message is counted in the audit trail (audit/limits.py: once per window), after
     the transaction it was refused in rolled back (a decorator of the store's writes)."""
     try:
         yield

@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from accounts.credentials import USER_ENDED
 from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
 from agents.demo import DemoModelClient
 from agents.llm import OpenAIModelClient
@@ -27,9 +28,8 @@ from agents.sandbox.site import get_sandbox, workspace_dir
 from agents.services import ModelChoice, agent_get, model_choice_for, models_allowed
 from agents.tools import Tool, ToolContext, registry
 from agents.turn import AgentTurn
-from agentsite.audit.services import TurnAudit
-from agentsite.credentials import USER_ENDED
 from agentsite.db import database_call, database_sync_to_async, select_row
+from audit.services import TurnAudit
 from chat.models import Session
 from chat.quota import workspace_quota
 from chat.store import DjangoTurnRecorder, history_for_model

@@ -16,10 +16,10 @@ from django.utils import timezone
 from agents.contract import ApprovalMode, ChatRequest, InputError
 from agents.models import DEFAULT_AGENT
 from agents.services import agent_exists, default_agent_ensure
-from agentsite.audit.actions import SESSION_DELETE
-from agentsite.audit.services import audit_record
 from agentsite.db import database_call, select_row, table
 from agentsite.exceptions import check_limit
+from audit.actions import SESSION_DELETE
+from audit.services import audit_record
 from chat.exceptions import AgentNotFound, SessionClosed, SessionExists, SessionNotFound
 from chat.live import live_sessions
 from chat.live.commands import Submit

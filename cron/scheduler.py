@@ -7,7 +7,7 @@ once (cron/schedule.py `due_and_next`). Claimed runs execute as tasks of this lo
 bounded by its job's timeout.
 
 Every scheduler also does the site's periodic housekeeping (`maintain`): once an hour it deletes the audit
-entries past `AGENTSITE_AUDIT_RETENTION_DAYS` (agentsite/audit/services.py `audit_prune`; with several
+entries past `AGENTSITE_AUDIT_RETENTION_DAYS` (audit/services.py `audit_prune`; with several
 schedulers each prunes, and a second prune finds nothing to delete).
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from django.utils import timezone
 
-from agentsite.audit.services import audit_prune
 from agentsite.db import database_sync_to_async
+from audit.services import audit_prune
 from cron import runner, services
 from cron.models import CronRun
 

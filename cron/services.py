@@ -20,10 +20,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from agents.models import DEFAULT_AGENT, Agent
-from agentsite.audit.actions import CRON_JOB_CREATE, CRON_JOB_DELETE, CRON_JOB_UPDATE, CRON_RUN
-from agentsite.audit.context import SYSTEM
-from agentsite.audit.services import audit_record
 from agentsite.exceptions import DomainError, check_limit
+from audit.actions import CRON_JOB_CREATE, CRON_JOB_DELETE, CRON_JOB_UPDATE, CRON_RUN
+from audit.context import SYSTEM
+from audit.services import audit_record
 from chat.exceptions import SessionClosed, SessionExists, SessionNotFound
 from chat.models import Message, Session
 from chat.services import session_get_or_create_open

@@ -7,11 +7,11 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 
-from agentsite.encryption import is_unreadable, unreadable_message
-from agentsite.secret_fields import MASK_HELP, SECRET_MASK
 from mcpservers.endpoints import mcp_policy
 from mcpservers.models import McpServer
 from mcpservers.services import CONNECTION_FIELDS, SecretKeepError, kept_secrets, server_forget_tools
+from security.encryption import is_unreadable, unreadable_message
+from security.secret_fields import MASK_HELP, SECRET_MASK
 
 _SECRETS = ("env", "headers")
 

@@ -10,13 +10,13 @@ class McpServersConfig(AppConfig):
     def ready(self) -> None:
         """Offer MCP servers' tools to agents (the app adds its tool source to agents' registry), and say
         when a server's configuration or tool list changed, so the next turn reads it again. Servers are
-        site configuration, in the audit trail (agentsite/audit/tracking.py; env and header values masked;
+        site configuration, in the audit trail (audit/tracking.py; env and header values masked;
         what was last found out about a server is not a change of it)."""
         from django.db.models.signals import post_delete, post_save
 
         from agents.signals import tool_config_changed
         from agents.tools import registry
-        from agentsite.audit.tracking import track
+        from audit.tracking import track
         from mcpservers.models import McpServer
         from mcpservers.tools import source
 

@@ -7,7 +7,7 @@ chat session's close, the idle reaper, server shutdown). Calls come from the tur
 
 Transports: stdio (mcpservers/stdio.py: the server runs in the site's sandbox, docs/protocol.md §6.1) and
 streamable HTTP (the SDK's `streamable_http_client`, on an HTTP client that connects only where the
-outbound rule allows, agentsite/outbound.py, §6.3).
+outbound rule allows, security/outbound.py, §6.3).
 
 Every failure is an `McpError` whose message is one sentence naming the server: it does not start, it
 crashed or hung (the call is bounded by `timeout_seconds`, and a server that does not answer is stopped),
@@ -33,8 +33,8 @@ from mcp_types import CONNECTION_CLOSED
 
 from agents.sandbox import Confinement, Sandbox, SandboxRefused
 from agents.sandbox.children import SpawnError, runner_confinement
-from agentsite.outbound import OutboundPolicy, OutboundRefused
 from mcpservers.stdio import LinkState, sandboxed_stdio
+from security.outbound import OutboundPolicy, OutboundRefused
 
 logger = logging.getLogger(__name__)
 
@@ -332,7 +332,7 @@ def _http_client(spec: McpServerSpec) -> Any:
     import httpx2
     from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT
 
-    from agentsite.outbound import GuardedTransport
+    from security.outbound import GuardedTransport
 
     policy = spec.policy or OutboundPolicy()
     transport: Any = GuardedTransport(httpx2.AsyncHTTPTransport(), policy)  # httpx2 in all but name

@@ -17,9 +17,9 @@ from django.db import models
 from django.utils import timezone
 
 from agents.models import NAME_PATTERN, Agent
-from agentsite.encryption import is_unreadable, unreadable_message
 from agentsite.isotime import iso
-from agentsite.secret_fields import SECRET_MASK, EncryptedJSONDictField
+from security.encryption import is_unreadable, unreadable_message
+from security.secret_fields import SECRET_MASK, EncryptedJSONDictField
 
 DEFAULT_TIMEOUT_SECONDS = 60
 MAX_TIMEOUT_SECONDS = 3_600
@@ -58,7 +58,7 @@ class McpServerConfig(pydantic.BaseModel):
     trusted: bool
     timeout_seconds: int = pydantic.Field(gt=0)
     sandbox_paths: list[str] = []
-    # Secrets no configured key decrypts (agentsite/encryption.py), as "env NAME" / "header NAME": they
+    # Secrets no configured key decrypts (security/encryption.py), as "env NAME" / "header NAME": they
     # are left out, and the server does not start until a staff user sets them again.
     unreadable: list[str] = []
 

@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.models import Agent
-from agentsite.secret_fields import SECRET_MASK, MaskWithoutValue, unmasked
 from mcpservers.models import CachedTool, McpServer, McpServerConfig, McpServerDict
+from security.secret_fields import SECRET_MASK, MaskWithoutValue, unmasked
 
 logger = logging.getLogger(__name__)
 

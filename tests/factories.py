@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from agentsite.services import api_key_create
+from accounts.services import api_key_create
 from chat.models import Session
 
 

@@ -45,7 +45,7 @@ def test_every_admin_page_opens_for_a_superuser(client: Client, alice: Any) -> N
         opened.append(meta.label)
 
     assert {
-        "agentsite.ApiKey",
+        "accounts.ApiKey",
         "chat.Session",
         "chat.Message",
         "agents.Agent",

@@ -12,9 +12,9 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils import timezone
 
-from agentsite.audit.context import Actor
-from agentsite.audit.models import AuditEntry
-from agentsite.audit.services import audit_record
+from audit.context import Actor
+from audit.models import AuditEntry
+from audit.services import audit_record
 from cron.scheduler import Scheduler
 from tests.test_rest_keys import assert_error
 
@@ -147,17 +147,17 @@ def test_the_admin_shows_entries_and_changes_none(client: Client, alice: Any) ->
     shown = entry("config.update", user=alice, summary="agent 'default' changed: model", details={"x": 1})
     root = get_user_model().objects.create_superuser("root", "root@example.com", "pw-for-tests-123")
     client.force_login(root)
-    changelist = client.get(reverse("admin:agentsite_auditentry_changelist"))
+    changelist = client.get(reverse("admin:audit_auditentry_changelist"))
     assert changelist.status_code == 200 and b"agent &#x27;default&#x27; changed" in changelist.content
-    change_url = reverse("admin:agentsite_auditentry_change", args=[shown.pk])
+    change_url = reverse("admin:audit_auditentry_change", args=[shown.pk])
     page = client.get(change_url)
     assert page.status_code == 200 and b'name="summary"' not in page.content, "shown, not editable"
     assert client.post(change_url, {"summary": "rewritten"}).status_code == 403
-    assert client.get(reverse("admin:agentsite_auditentry_add")).status_code == 403
-    delete_url = reverse("admin:agentsite_auditentry_delete", args=[shown.pk])
+    assert client.get(reverse("admin:audit_auditentry_add")).status_code == 403
+    delete_url = reverse("admin:audit_auditentry_delete", args=[shown.pk])
     assert client.post(delete_url, {"post": "yes"}).status_code == 403
     bulk = client.post(
-        reverse("admin:agentsite_auditentry_changelist"),
+        reverse("admin:audit_auditentry_changelist"),
         {"action": "delete_selected", "_selected_action": [shown.pk], "post": "yes"},
     )
     assert bulk.status_code in (200, 302)
@@ -199,7 +199,7 @@ async def test_the_scheduler_prunes_entries_past_the_retention_and_says_so(alice
 
 @override_settings(AGENTSITE_AUDIT_RETENTION_DAYS=0)
 def test_a_retention_of_zero_keeps_everything(alice: Any) -> None:
-    from agentsite.audit.services import audit_prune
+    from audit.services import audit_prune
 
     entry("auth.login", user=alice, at=timezone.now() - dt.timedelta(days=3650))
     assert audit_prune() == 0

@@ -24,7 +24,7 @@ from django.utils import timezone
 from acp.models import AcpRunner
 from agents.models import Agent, Provider, ToolSetting
 from agents.services import default_agent_ensure
-from agentsite.audit.models import AuditEntry
+from audit.models import AuditEntry
 from chat.models import Session
 from cron.models import CronJob
 from cron.scheduler import Scheduler
@@ -174,7 +174,7 @@ def test_key_creation_by_the_command_and_revocation_in_the_admin(client: Client,
     root = get_user_model().objects.create_superuser("root", "root@example.com", PASSWORD)
     client.force_login(root)
     client.post(
-        reverse("admin:agentsite_apikey_changelist"),
+        reverse("admin:accounts_apikey_changelist"),
         {"action": "revoke", "_selected_action": [by_command.object_id]},
     )
     revoked = only("key.revoke")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agentsite.ws_auth import origin_allowed
+from accounts.ws_auth import origin_allowed
 from tests import factories
 
 ROOT = Path(__file__).resolve().parents[1]

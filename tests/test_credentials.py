@@ -1,4 +1,4 @@
-"""Open connections follow their account (agentsite/credentials.py, docs/protocol.md §6.2): the rule that
+"""Open connections follow their account (accounts/credentials.py, docs/protocol.md §6.2): the rule that
 says which credentials ended, the events that say so at once, and the sweep that finds the rest.
 
 The sockets themselves are in tests/chat/test_consumer.py; real server processes in
@@ -17,7 +17,7 @@ from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 
-from agentsite.credentials import (
+from accounts.credentials import (
     KEY_ENDED,
     PASSWORD_CHANGED,
     SESSION_ENDED,
@@ -26,8 +26,8 @@ from agentsite.credentials import (
     Credential,
     credentials_ended,
 )
-from agentsite.models import ApiKey
-from agentsite.services import api_key_create, api_key_revoke
+from accounts.models import ApiKey
+from accounts.services import api_key_create, api_key_revoke
 from tests import factories
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services_rerun]

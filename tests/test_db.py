@@ -13,11 +13,11 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.utils import timezone
 
+from accounts.models import ApiKey
+from accounts.services import api_key_create
 from agents.contract import ChatRequest, InputError
 from agentsite import db
 from agentsite.db import database_call, database_sync_to_async, insert_row
-from agentsite.models import ApiKey
-from agentsite.services import api_key_create
 from chat.models import Message, Session
 from chat.store import history_for_model, message_store_pending
 from tests import factories

@@ -1,4 +1,4 @@
-"""Login lockout in one process (docs/protocol.md §6.2, §6.6, agentsite/lockout.py, django-axes): after N
+"""Login lockout in one process (docs/protocol.md §6.2, §6.6, accounts/lockout.py, django-axes): after N
 failed attempts for one username from one address within the window, further attempts of that pair answer
 429 with Retry-After and the page says how long to wait — the right password too — until the window
 passes; 30 failures from one address across usernames lock the address; a success clears only that
@@ -130,7 +130,7 @@ def test_thirty_failures_from_one_address_across_usernames_lock_that_address(
 def test_login_attempts_past_the_per_address_rate_answer_429_whatever_they_are(
     client: Client, settings: Any, alice: Any
 ) -> None:
-    from agentsite.audit.models import AuditEntry
+    from audit.models import AuditEntry
 
     settings.AGENTSITE_RATE_LOGIN_ADDRESS = "3/min"
     for n in range(3):
@@ -291,7 +291,7 @@ def test_guessing_the_old_password_on_the_password_page_locks_as_failed_logins_d
 ) -> None:
     """A stolen browser session cannot guess the account's password on /account/password/ faster than at
     the login: a wrong old password is a failed login of its user and address (audited)."""
-    from agentsite.audit.models import AuditEntry
+    from audit.models import AuditEntry
 
     client.force_login(alice)
     new = {"new_password1": "a-new-Pass-phrase-77", "new_password2": "a-new-Pass-phrase-77"}

@@ -1,4 +1,4 @@
-"""The outbound rule for URLs staff configure (agentsite/outbound.py, docs/protocol.md §6.3): the URL's form
+"""The outbound rule for URLs staff configure (security/outbound.py, docs/protocol.md §6.3): the URL's form
 and literal addresses when it is saved, every resolved address when it is called, and the connection
 going to the address that was checked (DNS is replaced by a resolver function, the server is real)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from agentsite.outbound import GuardedTransport, OutboundPolicy, OutboundRefused
+from security.outbound import GuardedTransport, OutboundPolicy, OutboundRefused
 from tests.support.http_stub import http_stub
 
 OPEN = OutboundPolicy()
@@ -132,7 +132,7 @@ async def test_private_addresses_are_refused_at_connection_time_when_the_setting
 async def test_an_allowed_address_is_checked_once_and_other_notations_are_still_pinned(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A provider at 127.0.0.1 is passed straight on after its first answer (issue 18: every reply paid a
     check and a copy of its request); a host in another notation still goes to the address it stands for."""
-    from agentsite import outbound
+    from security import outbound
 
     checks: list[str] = []
     real = OutboundPolicy.checked_addresses

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from agentsite.services import local_user
+from accounts.services import local_user
 from chat.models import Session
 from tests import factories
 
@@ -144,7 +144,7 @@ NEW_PASSWORD = "a-new-Pass-phrase-77"
 def test_a_user_changes_their_password_and_stays_logged_in_while_other_logins_end(
     client: Client, alice: Any
 ) -> None:
-    from agentsite.credentials import PASSWORD_CHANGED, Credential, credentials_ended
+    from accounts.credentials import PASSWORD_CHANGED, Credential, credentials_ended
 
     other = Client()
     other.force_login(alice)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agentsite.services import api_key_create
+from accounts.services import api_key_create
 from cron.inbox import inbox_item_create
 from tests import factories
 
@@ -101,7 +101,7 @@ def test_session_list_shows_only_own_sessions_newest_first(alice: Any, bob: Any)
 def test_keys_page_lists_only_own_active_keys(alice: Any, bob: Any) -> None:
     api_key_create(user=alice, name="alice-laptop")
     revoked, _ = api_key_create(user=alice, name="alice-old")
-    from agentsite.services import api_key_revoke
+    from accounts.services import api_key_revoke
 
     api_key_revoke(key=revoked)
     api_key_create(user=bob, name="bob-server")

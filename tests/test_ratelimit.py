@@ -1,4 +1,4 @@
-"""Rate limits in one process (docs/protocol.md §6.2, agentsite/ratelimit.py): per user, per address
+"""Rate limits in one process (docs/protocol.md §6.2, security/ratelimit.py): per user, per address
 without credentials, wrong API keys per address (REST and sockets), the client address behind trusted
 proxies, and what happens when the cache does not answer.
 
@@ -18,7 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from agentsite.env import Rate, env_rate, parse_rate
-from agentsite.ratelimit import client_address, request_address, scope_address
+from security.ratelimit import client_address, request_address, scope_address
 from tests import factories
 from tests.support.ws import closed_with, connect
 
@@ -191,7 +191,7 @@ def test_no_limit_when_the_rate_is_off(
 def test_requests_go_on_unlimited_when_the_cache_does_not_answer(
     client: Client, settings: Any, alice_key: str, caplog: Any, monkeypatch: Any
 ) -> None:
-    from agentsite import ratelimit
+    from security import ratelimit
     from tests.support.server import free_port
 
     monkeypatch.setattr(ratelimit, "_last_warning", 0.0)

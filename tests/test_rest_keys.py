@@ -14,9 +14,9 @@ from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 from django.utils import timezone
 
+from accounts.models import ApiKey
+from accounts.services import LAST_USED_RESOLUTION, api_key_create, api_key_revoke
 from agentsite.isotime import iso
-from agentsite.models import ApiKey
-from agentsite.services import LAST_USED_RESOLUTION, api_key_create, api_key_revoke
 from chat.models import Session
 from tests import factories
 

@@ -22,7 +22,8 @@ from django.db import connection
 from acp.models import AcpRunner
 from agents.models import Agent, Provider
 from agents.services import model_choice_for
-from agentsite.encryption import (
+from agentsite.env import env_fernet_keys
+from security.encryption import (
     SecretUnreadable,
     UnreadableSecret,
     decrypt,
@@ -31,7 +32,6 @@ from agentsite.encryption import (
     reveal,
     site_keys,
 )
-from agentsite.env import env_fernet_keys
 
 pytestmark = pytest.mark.services_rerun  # the raw columns and the rotation's cast differ on Postgres (jsonb)
 

@@ -1,12 +1,12 @@
 """The counters behind the per-user limits (docs/protocol.md §6.6), with a clock of the test's own: the
-token buckets of socket frames (agentsite/ratelimit.py) and the audit trail's window per user and limit
-(agentsite/audit/limits.py). Over real sockets: tests/chat/test_user_limits.py."""
+token buckets of socket frames (security/ratelimit.py) and the audit trail's window per user and limit
+(audit/limits.py). Over real sockets: tests/chat/test_user_limits.py."""
 
 from __future__ import annotations
 
-from agentsite.audit.limits import LimitHits
 from agentsite.env import Rate
-from agentsite.ratelimit import TokenBuckets
+from audit.limits import LimitHits
+from security.ratelimit import TokenBuckets
 
 PER_MINUTE = Rate(count=120, seconds=60)  # 2 a second
 

@@ -1,4 +1,4 @@
-"""Keys never need to travel in URLs (docs/protocol.md §6.6, agentsite/tickets.py):
+"""Keys never need to travel in URLs (docs/protocol.md §6.6, accounts/tickets.py):
 `POST /api/v1/auth/ws-ticket` gives a ticket that opens one socket with `?ticket=` within 60 seconds, as the
 user and credential that asked for it; sockets also take `Authorization: Bearer <key>` on the upgrade
 request. `?api_key=` keeps working (tests/chat/test_consumer.py)."""
@@ -14,8 +14,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from agentsite.models import ApiKey
-from agentsite.services import api_key_revoke
+from accounts.models import ApiKey
+from accounts.services import api_key_revoke
 from tests import factories
 from tests.support.ws import closed_with, connect
 

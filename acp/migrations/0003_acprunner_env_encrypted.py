@@ -7,8 +7,8 @@ they were encrypted with).
 
 from django.db import migrations
 
-import agentsite.secret_fields
-from agentsite.secret_fields import decrypt_column, encrypt_column
+import security.secret_fields
+from security.secret_fields import decrypt_column, encrypt_column
 
 
 def encrypt_env(apps, schema_editor):
@@ -29,6 +29,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="acprunner",
             name="env",
-            field=agentsite.secret_fields.EncryptedJSONDictField(blank=True, default=dict),
+            field=security.secret_fields.EncryptedJSONDictField(blank=True, default=dict),
         ),
     ]

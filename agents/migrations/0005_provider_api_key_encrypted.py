@@ -7,8 +7,8 @@ reverse decrypts them again (it needs the key they were encrypted with).
 
 from django.db import migrations, models
 
-import agentsite.secret_fields
-from agentsite.secret_fields import decrypt_column, encrypt_column
+import security.secret_fields
+from security.secret_fields import decrypt_column, encrypt_column
 
 
 def encrypt_keys(apps, schema_editor):
@@ -34,6 +34,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="provider",
             name="api_key",
-            field=agentsite.secret_fields.EncryptedTextField(blank=True),
+            field=security.secret_fields.EncryptedTextField(blank=True),
         ),
     ]

@@ -24,7 +24,7 @@ import pydantic
 from pydantic import BaseModel
 
 from agents.contract import ApprovalMode
-from agentsite.audit.actions import RUNNER_START
+from audit.actions import RUNNER_START
 
 if TYPE_CHECKING:
     from agents.sandbox.base import Sandbox
@@ -49,7 +49,7 @@ class ToolError(Exception):
 class AuditSink(Protocol):
     """Where a turn writes down what it does for the audit trail (docs/protocol.md §6.4): approval
     decisions, commands run, runners started — in the name of the chat's owner. Injected by the caller
-    (the Django side: agentsite/audit/services.py `TurnAudit`); it never raises."""
+    (the Django side: audit/services.py `TurnAudit`); it never raises."""
 
     async def __call__(self, action: str, *, summary: str, details: dict[str, Any]) -> None: ...
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from agents.tools.base import ToolContext, ToolError
-from agentsite.audit.actions import QUOTA_EXCEEDED
+from audit.actions import QUOTA_EXCEEDED
 
 MB = 1024 * 1024
 CACHE_SECONDS = 10.0  # a measure is kept this long (other processes' writes show up after it at most)

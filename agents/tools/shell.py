@@ -22,7 +22,7 @@ from agents.sandbox import Confinement, SandboxRefused, run_command
 from agents.sandbox.process import OUTPUT_CAP_BYTES
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
 from agents.tools.quota import UsageWatch, quota_of, refused
-from agentsite.audit.actions import COMMAND_RUN
+from audit.actions import COMMAND_RUN
 
 DEFAULT_TIMEOUT_SECONDS = 60
 MAX_TIMEOUT_SECONDS = 600

@@ -22,13 +22,12 @@ from typing import Any
 
 from django.conf import settings
 
+from accounts.credentials import AccountWatch
 from agents.contract import Runtime
 from agents.tools import registry as tool_registry
-from agentsite.credentials import AccountWatch
 from agentsite.db import database_sync_to_async
 from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError
-from agentsite.ratelimit import TokenBuckets
 from chat.live.commands import Command
 from chat.live.controller import SessionController
 from chat.live.events import SEQ_BLOCK, EventLog
@@ -39,6 +38,7 @@ from chat.markdown import render_markdown
 from chat.models import Message, Session
 from chat.statuses import MessageStatus
 from chat.store import DjangoQueueStore, Fenced, load_state
+from security.ratelimit import TokenBuckets
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class LiveSessions(ABC):
         self.slots = TurnSlots(settings.AGENTSITE_USER_MAX_CONCURRENT_TURNS)
         # A user's open sockets and SSE streams, across the deployment (the cluster counts them in Redis).
         self.connections = TurnSlots(settings.AGENTSITE_USER_MAX_SOCKETS)
-        # Each user's counted socket frames in this process (AGENTSITE_WS_RATE: agentsite/ratelimit.py).
+        # Each user's counted socket frames in this process (AGENTSITE_WS_RATE: security/ratelimit.py).
         self.frame_rate = TokenBuckets()
         self._started = False
         self._start_lock: asyncio.Lock | None = None

@@ -7,11 +7,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from accounts.models import ApiKey
 from acp.services import runner_list
 from acp.updates import TOOL_PARSE_MODES
 from agents.models import Agent, Provider, SiteDefault
 from agents.services import tool_items_for
-from agentsite.models import ApiKey
 from mcpservers.services import server_list
 from portal.access import AuthenticatedHttpRequest, staff_required
 

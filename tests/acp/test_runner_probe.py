@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from agentsite.audit.models import AuditEntry
+from audit.models import AuditEntry
 from tests.acp.support import configure_runner, group_gone, marker_pids
 from tests.support.ws import rest
 

@@ -19,8 +19,8 @@ from django.test import Client, override_settings
 from agents.sandbox.site import workspace_dir
 from agents.tools import ToolContext, ToolError, registry
 from agents.tools.quota import MB, DiskQuota, QuotaExceeded, tree_bytes, usage
-from agentsite.audit.models import AuditEntry
-from agentsite.audit.services import TurnAudit
+from audit.models import AuditEntry
+from audit.services import TurnAudit
 from chat.runtime import TurnSetup, _tool_context
 from tests import factories
 from tests.support.sandboxes import sandbox_of, sandbox_workspace

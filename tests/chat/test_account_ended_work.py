@@ -13,8 +13,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 
+from accounts.credentials import USER_ENDED
 from agents.contract import ChatRequest
-from agentsite.credentials import USER_ENDED
 from agentsite.dev.fake_llm import FakeLLMServer, Reply
 from chat.live import live_sessions
 from chat.models import Message, Session

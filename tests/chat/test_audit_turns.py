@@ -19,8 +19,8 @@ from django.contrib.auth.models import Permission
 from django.test import override_settings
 
 from agents.sandbox.site import get_sandbox
-from agentsite.audit.models import AuditEntry
 from agentsite.dev.fake_llm import Reply
+from audit.models import AuditEntry
 from tests import factories
 from tests.acp.support import configure_runner, delegate, of_type, run_turn
 from tests.support.ws import connect, receive_until, send

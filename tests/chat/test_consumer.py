@@ -10,8 +10,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.test import override_settings
 
-from agentsite.models import ApiKey
-from agentsite.services import api_key_revoke
+from accounts.models import ApiKey
+from accounts.services import api_key_revoke
 from chat.live import live_sessions, reset_live_sessions
 from tests import factories
 from tests.support.ws import closed_with, connect, receive_until, rest, send
@@ -147,7 +147,7 @@ async def test_frames_after_the_account_ended_are_ignored(session, alice, alice_
 
 @override_settings(AGENTSITE_AUTH="open")
 async def test_open_mode_admits_anonymous_sockets_as_local_but_still_rejects_a_wrong_key(db):
-    from agentsite.services import local_user
+    from accounts.services import local_user
 
     local = await sync_to_async(local_user)()
     session = await sync_to_async(factories.session)(local)

@@ -18,10 +18,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from agentsite.audit.actions import LIMIT_HIT
-from agentsite.audit.limits import limit_hits
-from agentsite.audit.models import AuditEntry
 from agentsite.dev.fake_llm import FakeLLMServer, Reply
+from audit.actions import LIMIT_HIT
+from audit.limits import limit_hits
+from audit.models import AuditEntry
 from chat.models import Message
 from tests import factories
 from tests.support.chat_queue import a_use_fake_llm, a_user_with_key, frames_until, is_status

@@ -40,7 +40,7 @@ KEYS = "/api/v1/auth/keys"
 NEW_USERS = """
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
-from agentsite.services import api_key_create
+from accounts.services import api_key_create
 hashed = make_password({password!r})
 for name, staff in {users!r}:
     user = get_user_model().objects.create_user(name, is_staff=staff, is_superuser=staff)

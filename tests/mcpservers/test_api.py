@@ -15,8 +15,8 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from agentsite.encryption import decrypt
 from mcpservers.models import McpServer
+from security.encryption import decrypt
 
 pytestmark = [pytest.mark.django_db, pytest.mark.services_rerun]
 

@@ -13,8 +13,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from agents.sandbox.site import workspace_dir
-from agentsite.audit.models import AuditEntry
 from agentsite.dev.fake_llm import Reply
+from audit.models import AuditEntry
 from mcpservers.models import McpServer
 from tests import factories
 from tests.acp.support import of_type, tool_results

@@ -16,7 +16,7 @@ import httpx
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from agentsite.services import api_key_create
+from accounts.services import api_key_create
 from tests.support.ws import TIMEOUT
 
 FAKE_MODEL = "fake-model"
