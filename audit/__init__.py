@@ -7,9 +7,11 @@ records wherever there is one:
   `TurnAudit`, the sink a chat turn's tools and approvals write through (agents/tools/base.py `AuditSink`);
 - :mod:`audit.context`: who is acting and from which address (the request or socket at hand);
 - :mod:`audit.tracking`: every write of site configuration as a diff, secrets masked;
-- :mod:`accounts.logins`: logins, failed logins and logouts (Django's signals);
 - :mod:`audit.limits`: per-user limits a user ran into, once per window (not one entry per refusal);
 - :mod:`audit.api` and :mod:`audit.admin`: reading it (REST for staff, read-only admin).
+
+It imports only agentsite's kernel and security/ (the client address); the apps above record into it —
+logins, failed logins and logouts from accounts/logins.py (docs/architecture.md).
 
 Nothing here imports models at package import time: apps import it before Django is ready.
 """
