@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import authenticated_by_key, request_credential
+from accounts.authentication import authenticated_by_key, request_credential, request_user
 from accounts.models import ApiKey
 from accounts.serializers import (
     ApiKeyCreatedSerializer,
@@ -28,14 +28,14 @@ from agentsite.openapi import PAGE_PARAMETERS, errors, page_of
 from agentsite.query import integer_pk
 
 
-class KeyListCreateApi(generics.GenericAPIView):
+class KeyListCreateApi(generics.GenericAPIView[ApiKey]):
     @extend_schema(
         operation_id="auth_keys_list", parameters=PAGE_PARAMETERS, responses=page_of(ApiKeySerializer)
     )
     def get(self, request: Request) -> Response:
-        keys = ApiKey.objects.filter(user=request.user, revoked_at__isnull=True)
+        keys = ApiKey.objects.filter(user=request_user(request), revoked_at__isnull=True)
         page = self.paginate_queryset(keys)
-        return self.get_paginated_response([key.to_dict() for key in page])
+        return self.get_paginated_response([key.to_dict() for key in page or []])
 
     @extend_schema(
         operation_id="auth_keys_create",
@@ -58,7 +58,9 @@ class KeyListCreateApi(generics.GenericAPIView):
         data = KeyCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         key, secret = api_key_create(
-            user=request.user, name=data.validated_data["name"], expires_at=data.validated_data["expires_at"]
+            user=request_user(request),
+            name=data.validated_data["name"],
+            expires_at=data.validated_data["expires_at"],
         )
         body: dict[str, Any] = {**key.to_dict(), "key": secret}
         return Response(body, status=201)
@@ -70,7 +72,7 @@ class KeyDetailApi(APIView):
         responses={200: KeyRevokedSerializer, **errors({404: "not_found: no such key of yours"})},
     )
     def delete(self, request: Request, key_id: str) -> Response:
-        key = get_object_or_404(ApiKey, pk=integer_pk(key_id) or -1, user=request.user)
+        key = get_object_or_404(ApiKey, pk=integer_pk(key_id) or -1, user=request_user(request))
         api_key_revoke(key=key)
         return Response({"id": str(key.pk), "revoked": True})
 

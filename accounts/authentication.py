@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.conf import settings as django_settings
+from django.contrib.auth.models import User
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -55,13 +56,23 @@ def authenticated_by_key(request: Request) -> bool:
     return isinstance(request.successful_authenticator, ApiKeyAuthentication)
 
 
+def request_user(request: Request) -> User:
+    """The user of a request that a view's permissions let in (IsAuthenticated, the default): never
+    anonymous there; typed as the `User` the services take."""
+    user = request.user
+    if not isinstance(user, User):
+        raise exceptions.NotAuthenticated()
+    return user
+
+
 def request_credential(request: Request) -> Credential:
     """What an authenticated request authenticated with (a stream that outlives it follows it)."""
+    user_id = request_user(request).pk
     if authenticated_by_key(request):
-        return Credential.of_key(request.user.pk, request.auth)
+        return Credential.of_key(user_id, str(request.auth))
     if isinstance(request.successful_authenticator, CsrfSessionAuthentication):
-        return Credential.of_session(request.user.pk, request.session)
-    return Credential(request.user.pk)  # open mode's built-in user
+        return Credential.of_session(user_id, request.session)
+    return Credential(user_id)  # open mode's built-in user
 
 
 class CsrfSessionAuthentication(authentication.SessionAuthentication):

@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.authentication import request_user
 from acp.serializers import (
     RunnerInputSerializer,
     RunnerListSerializer,
@@ -98,4 +99,4 @@ class AgentRunnerTestApi(AgentConfigApi):
         found = runner_get(agent=agent, name=runner)
         if found is None:
             raise ApiError(404, "not_found", f"Runner {runner} not found for agent {name}.")
-        return Response(runner_test(agent=agent, runner=found, user=request.user))
+        return Response(runner_test(agent=agent, runner=found, user=request_user(request)))

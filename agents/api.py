@@ -71,7 +71,7 @@ class ProviderPage(CursorPage):
         ],
     ),
 )
-class AgentListApi(AtomicWrites, generics.ListCreateAPIView):
+class AgentListApi(AtomicWrites, generics.ListCreateAPIView[Agent]):
     queryset = Agent.objects.all()
     serializer_class = AgentSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -89,7 +89,7 @@ class AgentListApi(AtomicWrites, generics.ListCreateAPIView):
         }
     ),
 )
-class AgentDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView):
+class AgentDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView[Agent]):
     queryset = Agent.objects.all()
     serializer_class = AgentSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -121,7 +121,7 @@ class AgentDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView):
         ],
     ),
 )
-class ProviderListApi(AtomicWrites, generics.ListCreateAPIView):
+class ProviderListApi(AtomicWrites, generics.ListCreateAPIView[Provider]):
     queryset = Provider.objects.all()
     serializer_class = ProviderSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -149,7 +149,7 @@ PROVIDER_NOT_FOUND = errors({404: "not_found: no such provider"})
     ),
     delete=extend_schema(responses={204: None, **PROVIDER_NOT_FOUND, **errors({403: STAFF_ONLY})}),
 )
-class ProviderDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView):
+class ProviderDetailApi(AtomicWrites, generics.RetrieveUpdateDestroyAPIView[Provider]):
     queryset = Provider.objects.all()
     serializer_class = ProviderSerializer
     permission_classes = [IsStaffOrReadOnly]

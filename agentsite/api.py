@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from agentsite import __version__
 
 
-class VersionSerializer(serializers.Serializer):
+class VersionSerializer(serializers.Serializer[Any]):
     version = serializers.CharField()
     api = serializers.ChoiceField(choices=["v1"])
 
@@ -79,13 +79,11 @@ class ApiDocsAccess(BasePermission):
         return settings.AGENTSITE_PUBLIC_API_DOCS or bool(user and user.is_authenticated)
 
 
-class _JsonErrors:
+class _JsonErrors(APIView):
     """Errors of these YAML/HTML views answer in the API's JSON error shape."""
 
-    request: Request
-
-    def handle_exception(self, exc: Exception) -> HttpResponseBase:
-        response: HttpResponseBase = super().handle_exception(exc)  # type: ignore[misc]
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)
         self.request.accepted_renderer = JSONRenderer()
         self.request.accepted_media_type = "application/json"
         return response
@@ -101,7 +99,8 @@ class DocsApi(_JsonErrors, SpectacularSwaggerSplitView):
     permission_classes = [ApiDocsAccess]
     url_name = "api:schema"
 
-    def handle_exception(self, exc: Exception) -> HttpResponseBase:
+    # DRF's dispatch takes any HttpResponseBase here (finalize_response); the stubs say Response.
+    def handle_exception(self, exc: Exception) -> HttpResponseBase:  # type: ignore[override]
         if isinstance(exc, exceptions.NotAuthenticated) and self.request.GET.get("script") is None:
             return redirect_to_login(self.request.get_full_path())  # a browser: log in, then come back
         return super().handle_exception(exc)

@@ -106,7 +106,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         response.data = error_body("invalid_json", f"The request body is not valid JSON: {exc.detail}")
         return response
     if isinstance(exc, exceptions.Throttled):  # a DRF throttle (security/ratelimit.py) or RateLimited
-        wait = max(1, math.ceil(exc.wait or 1))
+        wait = max(1, math.ceil(getattr(exc, "wait", None) or 1))  # set in __init__, not in the stubs
         message = (
             str(exc.detail)
             if isinstance(exc, RateLimited)

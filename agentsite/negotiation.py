@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
 
 
 class OwnBytesNegotiation(DefaultContentNegotiation):
@@ -12,6 +14,8 @@ class OwnBytesNegotiation(DefaultContentNegotiation):
     JSON whatever the client accepts: a browser's EventSource sends `Accept: text/event-stream` and would
     otherwise get 406 from a JSON-only API."""
 
-    def select_renderer(self, request: Any, renderers: list[Any], format_suffix: str | None = None) -> Any:
-        renderer = renderers[0]
+    def select_renderer(
+        self, request: Any, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        renderer = next(iter(renderers))
         return renderer, renderer.media_type

@@ -28,7 +28,8 @@ from agentsite.query import FLAG_FALSE, FLAG_TRUE
 class ErrorDetailSerializer(serializers.Serializer):
     code = serializers.CharField(help_text="A stable snake_case code, e.g. `invalid`, `not_found`.")
     message = serializers.CharField(help_text="A sentence for people.")
-    fields = serializers.DictField(
+    # `fields` is also Serializer.fields (a property); DRF collects declared fields before it (metaclass).
+    fields = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         required=False,
         help_text="Validation errors (400): field name or dotted path → its problems.",

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import converters, include, path, register_converter
+from django.urls.resolvers import URLPattern, URLResolver
 
 from accounts import api as accounts_api
 from accounts import views as accounts_views
@@ -23,7 +24,7 @@ class WorkspacePathConverter(converters.PathConverter):
 
 register_converter(WorkspacePathConverter, "workspacepath")
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("version", site_api.VersionApi.as_view(), name="version"),
     path("schema/", site_api.SchemaApi.as_view(), name="schema"),
     path("docs/", site_api.DocsApi.as_view(), name="docs"),

@@ -93,7 +93,7 @@ _ENTRY = inline_serializer(
 )
 
 
-class AuditListApi(generics.GenericAPIView):
+class AuditListApi(generics.GenericAPIView[AuditEntry]):
     permission_classes = [IsAuthenticated, IsStaff]
     pagination_class = AuditPage
 

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import request_credential
+from accounts.authentication import request_credential, request_user
 from accounts.credentials import Credential
 from agentsite.negotiation import OwnBytesNegotiation
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
@@ -33,7 +33,7 @@ from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
 from chat.live.slots import Slot
-from chat.models import Session
+from chat.models import Message, Session
 from chat.serializers import (
     SERVER_SENT_EVENT,
     CancelledSerializer,
@@ -71,7 +71,7 @@ CLOSED_SNAPSHOT: dict[str, Any] = {
 
 def _session(request: Request, session_id: str, *, open_only: bool = False) -> Session:
     getter = session_get_open_for_user if open_only else session_get_for_user
-    return getter(user=request.user, session_id=session_id)
+    return getter(user=request_user(request), session_id=session_id)
 
 
 def _snapshot(session: Session) -> dict[str, Any]:
@@ -104,7 +104,7 @@ class MessagePage(CursorPage):
     ordering = ("entered_at", "id")  # the conversation in the order the model saw it
 
 
-class SessionListApi(generics.GenericAPIView):
+class SessionListApi(generics.GenericAPIView[Session]):
     @extend_schema(
         operation_id="chat_sessions_list",
         parameters=[
@@ -117,9 +117,11 @@ class SessionListApi(generics.GenericAPIView):
     def get(self, request: Request) -> Response:
         params = request.query_params
         archived = query_flag(params.get("archived"), "archived")
-        sessions = session_search_for_user(user=request.user, q=params.get("q", ""), archived=archived)
+        sessions = session_search_for_user(
+            user=request_user(request), q=params.get("q", ""), archived=archived
+        )
         page = self.paginate_queryset(sessions)
-        return self.get_paginated_response([session.to_dict() for session in page])
+        return self.get_paginated_response([session.to_dict() for session in page or []])
 
     @extend_schema(
         operation_id="chat_sessions_create",
@@ -143,7 +145,7 @@ class SessionListApi(generics.GenericAPIView):
     def post(self, request: Request) -> Response:
         data = SessionCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        session = session_create(user=request.user, **data.validated_data)
+        session = session_create(user=request_user(request), **data.validated_data)
         return Response(session.to_dict(), status=200)
 
 
@@ -186,7 +188,7 @@ class SessionDetailApi(APIView):
         return Response({"session_id": session.id, "status": "closed"})
 
 
-class MessageListApi(generics.GenericAPIView):
+class MessageListApi(generics.GenericAPIView[Message]):
     pagination_class = MessagePage
 
     @extend_schema(
@@ -197,7 +199,7 @@ class MessageListApi(generics.GenericAPIView):
     def get(self, request: Request, session_id: str) -> Response:
         session = _session(request, session_id)
         page = self.paginate_queryset(message_list(session=session))
-        return self.get_paginated_response([row.to_dict() for row in page])
+        return self.get_paginated_response([row.to_dict() for row in page or []])
 
     @extend_schema(
         operation_id="chat_messages_create",
@@ -337,12 +339,12 @@ class EventStreamApi(APIView):
         if since_raw is None:
             since_raw = request.headers.get("Last-Event-ID") or None
         since = parse_since(since_raw)  # read as the socket reads it
-        slot, loop = call_from_sync(_stream_slot, request.user.pk)
+        slot, loop = call_from_sync(_stream_slot, request_user(request).pk)
         if slot is None:
             refusal = TooManySockets(settings.AGENTSITE_USER_MAX_SOCKETS)
             details = {"setting": "AGENTSITE_USER_MAX_SOCKETS", "max": refusal.limit, "socket": "sse"}
             limit_hit_record(
-                user_id=request.user.pk,
+                user_id=request_user(request).pk,
                 limit=refusal.code,
                 message=refusal.message,
                 details=details,

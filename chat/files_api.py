@@ -34,6 +34,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.authentication import request_user
 from agents.sandbox.site import workspace_dir
 from agents.tools.quota import DiskQuota, QuotaExceeded, exceeded, usage
 from agents.tools.workspace import (
@@ -78,7 +79,7 @@ FILE_CSP = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe
 
 def _workspace(request: Request, session_id: str, *, write: bool = False) -> tuple[Session, Path]:
     getter = session_get_open_for_user if write else session_get_for_user
-    session = getter(user=request.user, session_id=session_id)
+    session = getter(user=request_user(request), session_id=session_id)
     return session, workspace_dir(user_id=session.user_id, session_id=session.id)
 
 

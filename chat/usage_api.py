@@ -47,7 +47,7 @@ def report_user(request: Request, raw: str | None) -> Any:
     return user
 
 
-_ROW = {
+_ROW: dict[str, serializers.Field[Any, Any, Any, Any]] = {
     "day": serializers.DateField(),
     "model": serializers.CharField(),
     "prompt_tokens": serializers.IntegerField(),

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.authentication import request_user
 from agentsite.errors import ApiError
 from agentsite.openapi import PAGE_PARAMETERS, errors, flag_parameter, page_of
 from agentsite.pagination import CursorPage
@@ -19,7 +20,7 @@ from agentsite.query import query_flag
 from agentsite.validation import InvalidInput, invalid
 from cron import inbox, runner, services
 from cron.exceptions import CronError
-from cron.models import CronJob, InboxItem
+from cron.models import CronJob, CronRun, InboxItem
 from cron.serializers import (
     DeletedSerializer,
     InboxItemSerializer,
@@ -47,23 +48,23 @@ def _invalid(exc: SpecError) -> InvalidInput:
 
 def _job(request: Request, job_id: str) -> CronJob:
     try:
-        return services.job_get_for_user(user=request.user, job_id=job_id)
+        return services.job_get_for_user(user=request_user(request), job_id=job_id)
     except CronError as exc:
         raise ApiError(exc.status, exc.code, exc.message) from None
 
 
 def _item(request: Request, item_id: str) -> InboxItem:
     try:
-        return inbox.inbox_item_get_for_user(user=request.user, item_id=item_id)
+        return inbox.inbox_item_get_for_user(user=request_user(request), item_id=item_id)
     except CronError as exc:
         raise ApiError(exc.status, exc.code, exc.message) from None
 
 
-class JobListApi(generics.GenericAPIView):
+class JobListApi(generics.GenericAPIView[CronJob]):
     @extend_schema(operation_id="cron_jobs_list", parameters=PAGE_PARAMETERS, responses=page_of(Job, "Job"))
     def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(services.job_list_for_user(user=request.user))
-        return self.get_paginated_response([job.to_dict() for job in page])
+        page = self.paginate_queryset(services.job_list_for_user(user=request_user(request)))
+        return self.get_paginated_response([job.to_dict() for job in page or []])
 
     @extend_schema(
         operation_id="cron_jobs_create",
@@ -96,7 +97,7 @@ class JobListApi(generics.GenericAPIView):
     )
     def post(self, request: Request) -> Response:
         try:
-            job = services.job_create(owner=request.user, data=request.data)
+            job = services.job_create(owner=request_user(request), data=request.data)
         except SpecError as exc:
             raise _invalid(exc) from None
         return Response(job.to_dict(), status=200)
@@ -165,7 +166,7 @@ class JobResumeApi(APIView):
         return Response(services.job_resume(job=_job(request, job_id)).to_dict())
 
 
-class JobHistoryApi(generics.GenericAPIView):
+class JobHistoryApi(generics.GenericAPIView[CronRun]):
     pagination_class = RunPage
 
     @extend_schema(
@@ -175,10 +176,10 @@ class JobHistoryApi(generics.GenericAPIView):
     )
     def get(self, request: Request, job_id: str) -> Response:
         page = self.paginate_queryset(services.run_list_for_job(job=_job(request, job_id)))
-        return self.get_paginated_response([run.to_dict() for run in page])
+        return self.get_paginated_response([run.to_dict() for run in page or []])
 
 
-class InboxListApi(generics.GenericAPIView):
+class InboxListApi(generics.GenericAPIView[InboxItem]):
     @extend_schema(
         operation_id="inbox_list",
         parameters=[
@@ -192,9 +193,9 @@ class InboxListApi(generics.GenericAPIView):
     )
     def get(self, request: Request) -> Response:
         unread_only = query_flag(request.query_params.get("unread_only"), "unread_only")
-        items = inbox.inbox_list_for_user(user=request.user, unread_only=unread_only)
+        items = inbox.inbox_list_for_user(user=request_user(request), unread_only=unread_only)
         page = self.paginate_queryset(items)
-        return self.get_paginated_response([item.to_dict() for item in page])
+        return self.get_paginated_response([item.to_dict() for item in page or []])
 
 
 class InboxReadApi(APIView):
@@ -211,7 +212,7 @@ class InboxReadApi(APIView):
         data = InboxReadSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         ids, every = data.validated_data.get("ids"), data.validated_data.get("all", False)
-        return Response({"updated": inbox.inbox_mark_read(user=request.user, ids=ids, every=every)})
+        return Response({"updated": inbox.inbox_mark_read(user=request_user(request), ids=ids, every=every)})
 
 
 class InboxItemApi(APIView):

@@ -9,6 +9,7 @@ from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.authentication import request_user
 from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
 from agents.models import Agent
 from agentsite.errors import ApiError
@@ -100,4 +101,6 @@ class AgentMcpServerTestApi(_ServerApi):
         agent = self._agent(name)
         from mcpservers.probe import server_test  # the MCP SDK, on first use (mcpservers/tools.py)
 
-        return Response(server_test(agent=agent, server=self._server(agent, server), user=request.user))
+        return Response(
+            server_test(agent=agent, server=self._server(agent, server), user=request_user(request))
+        )

@@ -233,9 +233,10 @@ class LiveSessions(ABC):
         controller = self.registry.peek(session_id)
         if controller is not None:
             return controller.closed
-        return await database_sync_to_async(
+        closed: bool = await database_sync_to_async(
             Session.objects.filter(id=session_id, status=Session.Status.CLOSED).exists
         )()
+        return closed
 
     async def fail(self, session_id: str, *, fenced: bool = False) -> None:
         """The database failed one of the session's writes, or refused it because another process owns the
