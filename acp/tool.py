@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from acp.models import RunnerConfig
 from acp.services import runner_configs_for_agent
 from agents.approvals import decision_entry
+from agents.contract import ConfirmationResolvedEvent
 from agents.sandbox import SandboxRefused
 from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
@@ -256,7 +257,7 @@ async def _show_policy(
     decision is in the audit trail like a user's (agents/approvals.py `decision_entry`)."""
     confirmation_id = f"conf_{uuid.uuid4().hex}"
     if ctx.emit is not None:
-        event: dict[str, Any] = {
+        event: ConfirmationResolvedEvent = {
             "type": "confirmation_resolved",
             "confirmation_id": confirmation_id,
             "approved": decision.approved,

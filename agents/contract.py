@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NotRequired, Protocol, TypedDict
 
 from agentsite.exceptions import DomainError
 
@@ -69,6 +69,67 @@ class Budget(Protocol):
     async def __call__(self) -> dict[str, str] | None: ...
 
 
+# -- what a turn yields (docs/protocol.md §3.3): TypedDicts, so the hot path stays plain dicts -------------
+
+
+class DeltaEvent(TypedDict):
+    type: Literal["delta"]
+    content: str
+
+
+class ThinkingEvent(TypedDict):
+    type: Literal["thinking"]
+    content: str
+
+
+class ToolCallEvent(TypedDict):
+    type: Literal["tool_call"]
+    call_id: str
+    name: str
+    arguments: Any  # an object when the model sent a JSON object, else its raw text
+
+
+class ToolResultEvent(TypedDict):
+    type: Literal["tool_result"]
+    call_id: str
+    name: str
+    output: str
+    is_error: bool
+
+
+class DelegateUpdateEvent(TypedDict):
+    """An external agent's progress inside a tool call (acp/tool.py)."""
+
+    type: Literal["delegate_update"]
+    call_id: str | None
+    runner: str
+    update: dict[str, Any]
+
+
+class ConfirmationRequestEvent(TypedDict):
+    type: Literal["confirmation_request"]
+    data: dict[str, Any]  # confirmation_id, kind, tool, arguments, reason; command, options, preview
+
+
+class ConfirmationResolvedEvent(TypedDict):
+    type: Literal["confirmation_resolved"]
+    confirmation_id: str
+    approved: bool
+    by: str  # user, timeout, cancel, policy, ...
+    option_id: NotRequired[str]
+
+
+TurnEvent = (
+    DeltaEvent
+    | ThinkingEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | DelegateUpdateEvent
+    | ConfirmationRequestEvent
+    | ConfirmationResolvedEvent
+)
+
+
 class StreamClosed(Exception):
     """TurnStream.steer raises it when the turn can no longer take input."""
 
@@ -77,7 +138,7 @@ class TurnStream(Protocol):
     def steer(self, text: str) -> None: ...
     def consume_inputs(self) -> list[str]: ...
     def take_pending(self) -> list[str]: ...
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
+    def __aiter__(self) -> AsyncIterator[TurnEvent]: ...
     async def result(self) -> TurnResult: ...
     async def aclose(self) -> None: ...
     def resolve_confirmation(self, confirmation_id: str, approved: bool, option_id: str | None) -> None: ...

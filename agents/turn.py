@@ -27,7 +27,15 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from agents import approvals
-from agents.contract import Budget, ChatRequest, InputError, StreamClosed, TurnResult
+from agents.contract import (
+    Budget,
+    ChatRequest,
+    ConfirmationResolvedEvent,
+    InputError,
+    StreamClosed,
+    TurnEvent,
+    TurnResult,
+)
 from agents.history import repair_history
 from agents.llm import ModelClient, ModelError, ToolCall
 from agents.recording import StepText, TurnRecorder
@@ -104,7 +112,7 @@ class AgentTurn:
             emit=self._emit,
             request_permission=tool_context.request_permission or self.ask_confirmation,
         )
-        self._events = EventQueue()  # dict events, then None at the end
+        self._events: EventQueue[TurnEvent | None] = EventQueue()  # events, then None at the end
         self._inputs: list[str] = []
         self._input_closed = False
         self._closed = False
@@ -132,10 +140,10 @@ class AgentTurn:
 
     # -- TurnStream: output --------------------------------------------------------------
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+    def __aiter__(self) -> AsyncIterator[TurnEvent]:
         return self._iterate()
 
-    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+    async def _iterate(self) -> AsyncIterator[TurnEvent]:
         task = self._start()
         while True:
             event = await self._events.get()
@@ -241,7 +249,7 @@ class AgentTurn:
     def _settle(self, confirmation_id: str, outcome: ConfirmationOutcome) -> None:
         future = self._confirmations.pop(confirmation_id)
         future.set_result(outcome)
-        event: dict[str, Any] = {
+        event: ConfirmationResolvedEvent = {
             "type": "confirmation_resolved",
             "confirmation_id": confirmation_id,
             "approved": outcome.approved,
@@ -259,7 +267,7 @@ class AgentTurn:
             self._task = asyncio.create_task(self._run(), name=f"turn-{self.request.message_id}")
         return self._task
 
-    def _emit(self, event: dict[str, Any]) -> None:
+    def _emit(self, event: TurnEvent) -> None:
         self._events.put_nowait(event)
 
     async def _run(self) -> TurnResult:

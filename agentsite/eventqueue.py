@@ -7,12 +7,12 @@ stack (AGENTSITE_STOCK_STACK=1, agentsite/stack.py) `EventQueue` is asyncio.Queu
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentsite.stack import STOCK_STACK
 
 
-class EventQueue:
+class EventQueue[T]:
     """Where a subscriber (a socket, an SSE stream, a cron run) reads its events from.
 
     asyncio.Queue's interface (put_nowait, get, get_nowait, empty, qsize), unbounded, at a fraction of its
@@ -23,11 +23,11 @@ class EventQueue:
     __slots__ = ("_head", "_items", "_waiter")
 
     def __init__(self) -> None:
-        self._items: list[Any] = []
+        self._items: list[T] = []
         self._head = 0  # items before it were taken
         self._waiter: asyncio.Future[None] | None = None
 
-    def put_nowait(self, item: Any) -> None:
+    def put_nowait(self, item: T) -> None:
         self._items.append(item)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -39,7 +39,7 @@ class EventQueue:
     def empty(self) -> bool:
         return self._head >= len(self._items)
 
-    def get_nowait(self) -> Any:
+    def get_nowait(self) -> T:
         if self._head >= len(self._items):
             raise asyncio.QueueEmpty
         item = self._items[self._head]
@@ -52,7 +52,7 @@ class EventQueue:
             self._head = 0
         return item
 
-    async def get(self) -> Any:
+    async def get(self) -> T:
         while self._head >= len(self._items):
             waiter = self._waiter
             if waiter is None or waiter.done():

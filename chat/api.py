@@ -28,7 +28,7 @@ from agentsite.query import query_flag
 from audit.limits import limit_hit_record
 from chat.exceptions import TooManySockets
 from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message, parse_since
-from chat.live import UNAVAILABLE, live_sessions
+from chat.live import UNAVAILABLE, Signal, SubscriberQueue, live_sessions
 from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
@@ -394,21 +394,18 @@ def _closed_error(session_id: str) -> dict[str, Any]:
     return {"type": "error", "data": {"code": "closed", "message": f"Session {session_id} is closed"}}
 
 
-_ACCOUNT_ENDED: dict[str, Any] = {"type": "__account_ended__"}
-
-
 class _Stream:
     """An SSE stream as the account watch sees it (accounts/credentials.py)."""
 
     __slots__ = ("queue", "reason")
 
-    def __init__(self, queue: Any) -> None:
+    def __init__(self, queue: SubscriberQueue) -> None:
         self.queue = queue
         self.reason = ""
 
     def account_ended(self, reason: str) -> None:
         self.reason = reason
-        self.queue.put_nowait(_ACCOUNT_ENDED)
+        self.queue.put_nowait(Signal.ACCOUNT_ENDED)
 
 
 async def _sse(session_id: str, since: int | None, credential: Credential) -> AsyncIterator[str]:
@@ -425,8 +422,8 @@ async def _sse(session_id: str, since: int | None, credential: Credential) -> As
         if attachment.backlog is None:
             yield _sse_frame({"type": "resync", "snapshot": snapshot, "last_seq": last_seq})
         else:
-            for event in attachment.backlog:
-                yield _sse_frame(event)
+            for past in attachment.backlog:
+                yield _sse_frame(past)
         idle = 0.0
         while True:
             try:
@@ -445,7 +442,7 @@ async def _sse(session_id: str, since: int | None, credential: Credential) -> As
                     yield ": keep-alive\n\n"
                 continue
             idle = 0.0
-            if event is _ACCOUNT_ENDED:  # as a socket is closed with 4401
+            if event is Signal.ACCOUNT_ENDED:  # as a socket is closed with 4401
                 yield _sse_frame(
                     {"type": "error", "data": {"code": "unauthorized", "message": stream.reason}}
                 )
@@ -453,6 +450,9 @@ async def _sse(session_id: str, since: int | None, credential: Credential) -> As
             if event is UNAVAILABLE:  # as a socket is closed with 1012: reconnect with Last-Event-ID
                 message = "The session cannot go on in this server process now; reconnect to resume."
                 yield _sse_frame({"type": "error", "data": {"code": "unavailable", "message": message}})
+                return
+            if event is Signal.CLOSED:  # not put in an SSE stream's queue today; as a socket's (4410)
+                yield _sse_frame(_closed_error(session_id))
                 return
             seq = event.get("seq")
             if seq is not None:

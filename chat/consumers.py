@@ -18,7 +18,6 @@ from django.db import InterfaceError, OperationalError
 
 from agentsite import jsonio
 from agentsite.db import database_sync_to_async
-from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError, RateExceeded, ServiceUnavailable
 from agentsite.query import query_flag
 from agentsite.validation import drf_fields, invalid
@@ -26,7 +25,15 @@ from agentsite.websocket import SocketConsumer
 from audit.limits import alimit_hit_record
 from chat import inputs
 from chat.exceptions import TooManySockets
-from chat.live import UNAVAILABLE, Attachment, LiveSessions, Unavailable, live_sessions
+from chat.live import (
+    UNAVAILABLE,
+    Attachment,
+    LiveSessions,
+    Signal,
+    SubscriberQueue,
+    Unavailable,
+    live_sessions,
+)
 from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
 from chat.live.slots import Slot
@@ -48,8 +55,6 @@ CLOSE_TRY_AGAIN = 1012  # "service restart": reconnect with ?since= (agentsite/i
 # A socket sends at most this many frames of a burst before letting other tasks run: a busy server
 # then still gets every new answer's first words out promptly instead of finishing others' bursts first.
 SEND_SLICE = 16
-_CLOSED: dict[str, Any] = {"type": "__closed__"}
-_ACCOUNT_ENDED: dict[str, Any] = {"type": "__account_ended__"}
 # How a session that cannot be opened is refused: error code and close code, by the domain error's code.
 _REFUSALS = {
     "not_found": ("not_found", CLOSE_NOT_FOUND),
@@ -69,7 +74,7 @@ class ChatConsumer(SocketConsumer):
     """
 
     session_id: str
-    queue: EventQueue | None = None
+    queue: SubscriberQueue | None = None
     attachment: Attachment | None = None
     sender: asyncio.Task[None] | None = None
     sent_seq: int = 0
@@ -163,14 +168,14 @@ class ChatConsumer(SocketConsumer):
     def session_closed(self) -> None:
         """The session was deleted (on any process): the socket is told so and closed."""
         if self.queue is not None:
-            self.queue.put_nowait(_CLOSED)
+            self.queue.put_nowait(Signal.CLOSED)
 
     def account_ended(self, reason: str) -> None:
         """What the socket authenticated with ended (a deactivated user, a revoked or expired key, a
         logout): it is told so and closed with 4401; frames it sends from now on are ignored."""
         if self.queue is not None:
             self.ended = reason
-            self.queue.put_nowait(_ACCOUNT_ENDED)
+            self.queue.put_nowait(Signal.ACCOUNT_ENDED)
             self.queue = None
 
     @functools.cached_property
@@ -208,7 +213,7 @@ class ChatConsumer(SocketConsumer):
             self.slot.release()
             self.slot = None
 
-    async def _send_events(self, queue: EventQueue) -> None:
+    async def _send_events(self, queue: SubscriberQueue) -> None:
         while True:
             # Take everything that is waiting in one wake-up: a streaming turn publishes bursts, and each
             # slice of a burst goes to the socket in one write (agentsite/internals.py, trick 7).
@@ -217,11 +222,11 @@ class ChatConsumer(SocketConsumer):
                 batch.append(queue.get_nowait())
             texts: list[str] = []
             for sent, event in enumerate(batch, 1):
-                if event is UNAVAILABLE or event is _CLOSED or event is _ACCOUNT_ENDED:
+                if event is UNAVAILABLE or event is Signal.CLOSED or event is Signal.ACCOUNT_ENDED:
                     await self.send_texts(texts)  # what was queued before it goes first
                     if event is UNAVAILABLE:
                         await self._refuse("unavailable", UNAVAILABLE_MESSAGE, CLOSE_TRY_AGAIN)
-                    elif event is _CLOSED:
+                    elif event is Signal.CLOSED:
                         await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
                     else:
                         await self._refuse("unauthorized", self.ended, CLOSE_UNAUTHORIZED)

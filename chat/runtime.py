@@ -20,7 +20,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from accounts.credentials import USER_ENDED
-from agents.contract import ChatRequest, InputError, StreamClosed, TurnResult
+from agents.contract import ChatRequest, InputError, StreamClosed, TurnEvent, TurnResult
 from agents.demo import DemoModelClient
 from agents.llm import OpenAIModelClient
 from agents.models import ToolSetting
@@ -343,10 +343,10 @@ class RefusedTurn:
     def take_pending(self) -> list[str]:
         return []
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+    def __aiter__(self) -> AsyncIterator[TurnEvent]:
         return self._nothing()
 
-    async def _nothing(self) -> AsyncIterator[dict[str, Any]]:
+    async def _nothing(self) -> AsyncIterator[TurnEvent]:
         return
         yield
 

@@ -19,8 +19,7 @@ from typing import Any
 
 from agents.contract import InputError
 from agentsite.db import database_sync_to_async
-from agentsite.eventqueue import EventQueue
-from chat.live import live_sessions
+from chat.live import Signal, SubscriberQueue, live_sessions
 from chat.live.commands import Cancel, Remove, Steer
 from chat.models import Session
 from chat.services import message_submit
@@ -183,7 +182,7 @@ async def _deliver_agent(context: RunContext) -> Outcome:
         await live.detach(attachment)
 
 
-async def _follow(context: RunContext, queue: EventQueue) -> Outcome:
+async def _follow(context: RunContext, queue: SubscriberQueue) -> Outcome:
     """Read the session's events until this run's message ends; handle unattended approvals on the way."""
     while True:
         try:
@@ -192,6 +191,8 @@ async def _follow(context: RunContext, queue: EventQueue) -> Outcome:
             if await database_sync_to_async(_session_closed)(context.session_id):
                 raise DeliveryError(f"session {context.session_id} was closed during the run") from None
             await _send_now_if_stuck(context)
+            continue
+        if isinstance(event, Signal):  # UNAVAILABLE: no more events here; the polls above watch the session
             continue
         kind = event.get("type")
         mine = event.get("message_id") == context.message_id

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 import pydantic
 from pydantic import BaseModel
 
-from agents.contract import ApprovalMode
+from agents.contract import ApprovalMode, TurnEvent
 from audit.actions import RUNNER_START
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class ToolContext:
     agent_name: str = ""
     sandbox_network: bool = False
     may_run_unsandboxed: bool = False
-    emit: Callable[[dict[str, Any]], None] | None = None
+    emit: Callable[[TurnEvent], None] | None = None
     request_permission: Callable[..., Awaitable[Any]] | None = None
     audit: AuditSink | None = None
     disk_quota: Callable[[], Awaitable[DiskQuota]] | None = None

@@ -18,9 +18,19 @@ from __future__ import annotations
 from django.conf import settings
 
 from agentsite.db import close_connection
-from chat.live.sessions import UNAVAILABLE, Attachment, LiveSessions, Unavailable
+from chat.live.events import UNAVAILABLE, Signal, SubscriberQueue
+from chat.live.sessions import Attachment, LiveSessions, Unavailable
 
-__all__ = ["UNAVAILABLE", "Attachment", "LiveSessions", "Unavailable", "live_sessions", "reset_live_sessions"]
+__all__ = [
+    "UNAVAILABLE",
+    "Attachment",
+    "LiveSessions",
+    "Signal",
+    "SubscriberQueue",
+    "Unavailable",
+    "live_sessions",
+    "reset_live_sessions",
+]
 
 _live: LiveSessions | None = None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.contract import InputError, TurnStream
+from agents.contract import InputError, TurnEvent, TurnStream
 
 RESOLVED_KEPT = 1024  # answered confirmation ids remembered, so a late reply gets "already_resolved"
 
@@ -43,12 +43,12 @@ class Confirmations:
     def snapshot(self) -> list[dict[str, Any]]:
         return [dict(data) for data in self._waiting.values()]
 
-    def track(self, event: dict[str, Any]) -> None:
+    def track(self, event: TurnEvent) -> None:
         """Follow a turn's `confirmation_request` / `confirmation_resolved` events as they go out."""
-        if event.get("type") == "confirmation_request":
-            self.asked(event.get("data") or {})
-        elif event.get("type") == "confirmation_resolved":
-            self.resolved(event.get("confirmation_id"))
+        if event["type"] == "confirmation_request":
+            self.asked(event["data"])
+        elif event["type"] == "confirmation_resolved":
+            self.resolved(event["confirmation_id"])
 
     def answer(
         self, stream: TurnStream | None, confirmation_id: str, approved: bool, option_id: str | None

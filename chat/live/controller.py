@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agents.contract import ChatRequest, InputError, Runtime, StreamClosed
-from agentsite.eventqueue import EventQueue
 from chat.live.active import ActiveTurn
 from chat.live.confirmations import Confirmations
+from chat.live.events import Signal, SubscriberQueue
 from chat.live.queue import (
     Audience,
     Lease,
@@ -231,25 +231,25 @@ class SessionController(Turns):
             if not self.closed:
                 await self._start_head_if_idle()
 
-    async def abandon(self, notice: dict[str, Any] | None = None) -> None:
+    async def abandon(self, notice: Signal | None = None) -> None:
         """Stop the turn and forget everything without storing or publishing anything more: this process
         lost the session to another owner (fencing), or a service it depends on failed. The stored state
-        is the truth. `notice` goes to every subscriber first (chat/live/sessions.py UNAVAILABLE)."""
+        is the truth. `notice` goes to every subscriber first (chat/live/events.py Signal.UNAVAILABLE)."""
         self.silence(notice)
         await self.close()
 
-    def silence(self, notice: dict[str, Any] | None = None) -> None:
+    def silence(self, notice: Signal | None = None) -> None:
         """From now on store and publish nothing (abandon's first step, at once); `notice` to subscribers."""
         self._store = None
         self._audience.silence(notice)
 
     # ------------------------------------------------------------------ subscribers
 
-    def subscribe(self) -> tuple[EventQueue, dict[str, Any]]:
+    def subscribe(self) -> tuple[SubscriberQueue, dict[str, Any]]:
         """A queue of every later event plus the state it starts from (taken atomically)."""
         return self._audience.add(), self.snapshot()
 
-    def unsubscribe(self, queue: EventQueue) -> None:
+    def unsubscribe(self, queue: SubscriberQueue) -> None:
         self._audience.remove(queue)
 
     @property

@@ -13,9 +13,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from enum import Enum
+from typing import Any, Final
 
 import orjson
+
+from agentsite.eventqueue import EventQueue
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +28,23 @@ UNSEQUENCED = frozenset({"pong", "error", "connected", "resync"})
 
 Reserve = Callable[[int], Awaitable[None]]
 Fanout = Callable[[dict[str, Any]], None]
+
+# An event as published to subscribers: a turn's event (agents/contract.py TurnEvent) or the live core's own
+# (message_status, result, final_answer, ...), stamped with its `seq` and `message_id`, ready to send.
+Published = dict[str, Any]
+
+
+class Signal(Enum):
+    """What a subscriber's queue carries besides events: compared by identity (`is`), never sent."""
+
+    UNAVAILABLE = "unavailable"  # the session cannot go on in this process (socket 1012; SSE `unavailable`)
+    CLOSED = "closed"  # the session was closed under the socket (4410)
+    ACCOUNT_ENDED = "account_ended"  # the account's sign-in was revoked (4401; SSE: `unauthorized`)
+
+
+UNAVAILABLE: Final = Signal.UNAVAILABLE
+QueueItem = Published | Signal
+SubscriberQueue = EventQueue[QueueItem]  # a socket's, an SSE stream's, a cron run's queue
 
 
 _ORJSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from agents.contract import ChatRequest, InputError
 from agentsite.eventqueue import EventQueue
+from chat.live.events import Signal, SubscriberQueue
 from chat.statuses import MessageStatus
 
 
@@ -91,7 +92,7 @@ class Audience:
 
     def __init__(self, publish: Publish | None = None) -> None:
         self.publish = publish or counting_publish()
-        self.subscribers: list[EventQueue] = []
+        self.subscribers: list[SubscriberQueue] = []
         self.sealed = False
         self.silenced = False  # the session's live state here is let go (another process owns it, ...)
 
@@ -102,13 +103,13 @@ class Audience:
         for queue in self.subscribers:
             queue.put_nowait(published)
 
-    def add(self) -> EventQueue:
-        queue = EventQueue()
+    def add(self) -> SubscriberQueue:
+        queue: SubscriberQueue = EventQueue()
         if not self.sealed:
             self.subscribers.append(queue)
         return queue
 
-    def remove(self, queue: EventQueue) -> None:
+    def remove(self, queue: SubscriberQueue) -> None:
         if queue in self.subscribers:
             self.subscribers.remove(queue)
 
@@ -116,7 +117,7 @@ class Audience:
         self.sealed = True
         self.subscribers.clear()
 
-    def silence(self, notice: dict[str, Any] | None = None) -> None:
+    def silence(self, notice: Signal | None = None) -> None:
         """Publish nothing any more, not even numbering; `notice` (not numbered) goes to subscribers first."""
         if notice is not None:
             for queue in self.subscribers:

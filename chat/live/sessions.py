@@ -26,11 +26,10 @@ from accounts.credentials import AccountWatch
 from agents.contract import Runtime
 from agents.tools import registry as tool_registry
 from agentsite.db import database_sync_to_async
-from agentsite.eventqueue import EventQueue
 from agentsite.exceptions import DomainError
 from chat.live.commands import Command
 from chat.live.controller import SessionController
-from chat.live.events import SEQ_BLOCK, EventLog
+from chat.live.events import SEQ_BLOCK, UNAVAILABLE, EventLog, SubscriberQueue
 from chat.live.registry import LiveRegistry
 from chat.live.slots import FREE, Slot, TurnSlots
 from chat.live.sockets import Sockets
@@ -46,10 +45,9 @@ IDLE_SECONDS = 300.0  # a session's controller is dropped after this long withou
 # Beyond this many live controllers, idle ones whose events are just their last run are dropped at once
 # (least recently used first): an integration that opens a chat per request leaves thousands of them.
 LIVE_KEPT = 500
-# Put in a subscriber's queue (never numbered, never sent as is) when the session cannot go on here: a
-# service it depends on failed, or another process owns it now. The socket or SSE stream says
+# UNAVAILABLE (chat/live/events.py Signal) is put in a subscriber's queue when the session cannot go on
+# here: a service it depends on failed, or another process owns it now. The socket or SSE stream says
 # `error unavailable` and closes (1012); the client reconnects with `?since=` and resumes.
-UNAVAILABLE: dict[str, Any] = {"type": "__unavailable__"}
 
 Fanout = Callable[[dict[str, Any]], None]
 
@@ -82,7 +80,7 @@ class Attachment:
     """
 
     session_id: str
-    queue: EventQueue
+    queue: SubscriberQueue
     snapshot: dict[str, Any]
     last_seq: int
     backlog: list[dict[str, Any]] | None

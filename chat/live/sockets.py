@@ -2,7 +2,7 @@
 
 A socket registers after it attached to its session and unregisters when it goes; anything with
 `session_closed()` may register (chat/consumers.py's ChatConsumer does). A socket whose session cannot
-go on in this process learns it through its events queue (chat/live/sessions.py UNAVAILABLE).
+go on in this process learns it through its events queue (chat/live/events.py Signal.UNAVAILABLE).
 """
 
 from __future__ import annotations

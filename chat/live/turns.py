@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from agents.contract import ChatRequest, Runtime, StreamClosed, TurnResult, TurnStream
+from agents.contract import ChatRequest, Runtime, StreamClosed, TurnEvent, TurnResult, TurnStream
 from chat.live.active import ActiveTurn, close_stream
 from chat.live.confirmations import Confirmations
 from chat.live.outcomes import TurnOutcome, failed_outcome, result_error, result_events
@@ -220,7 +220,7 @@ class Turns:
             await self._save(item, MessageStatus.STEERED)
             self._announce(item, "steered")
 
-    def _forward(self, item: PendingItem, event: dict[str, Any]) -> None:
+    def _forward(self, item: PendingItem, event: TurnEvent) -> None:
         """Publish a stream event: turn events get the user message id; confirmations are tracked."""
         kind = event.get("type")
         if kind in ("confirmation_request", "confirmation_resolved"):

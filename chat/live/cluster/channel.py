@@ -27,6 +27,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from agentsite.eventqueue import EventQueue
+from chat.live.events import Signal, SubscriberQueue
 
 logger = logging.getLogger(__name__)
 
@@ -63,19 +64,19 @@ class RemoteSession:
 
     session_id: str
     replay: Replay
-    subscribers: set[EventQueue] = field(default_factory=set)
+    subscribers: set[SubscriberQueue] = field(default_factory=set)
     last_seq: int | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    def subscribe(self) -> EventQueue:
-        queue = EventQueue()
+    def subscribe(self) -> SubscriberQueue:
+        queue: SubscriberQueue = EventQueue()
         self.subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: EventQueue) -> None:
+    def unsubscribe(self, queue: SubscriberQueue) -> None:
         self.subscribers.discard(queue)
 
-    def fail(self, notice: dict[str, Any]) -> None:
+    def fail(self, notice: Signal) -> None:
         """The owner's events cannot reach this process any more: every subscriber gets `notice`."""
         for queue in self.subscribers:
             queue.put_nowait(notice)

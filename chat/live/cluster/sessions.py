@@ -37,9 +37,8 @@ from chat.live.cluster.slots import RedisTurnSlots
 from chat.live.cluster.watch import Watch
 from chat.live.commands import Command, Submit, decode_command, encode_command
 from chat.live.controller import SessionController
-from chat.live.events import EventLog
+from chat.live.events import UNAVAILABLE, EventLog
 from chat.live.sessions import (
-    UNAVAILABLE,
     Attachment,
     LiveSessions,
     NotOwner,
