@@ -148,6 +148,11 @@ class AcpConnection:
         return self._state
 
     @property
+    def alive(self) -> bool:
+        """Whether the runner still answers (the tool server registry's word, agents/toolservers/)."""
+        return self._state not in ("exited", "closed")
+
+    @property
     def pid(self) -> int | None:
         """The runner's pid, which is also its process group id."""
         return self._process.pid if self._process else None

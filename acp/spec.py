@@ -5,14 +5,13 @@ Plain Python, no Django: the delegate tool builds specs from stored runner confi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from acp.updates import TOOL_PARSE_MODES
-from agents.sandbox import Confinement, Sandbox
-from agents.sandbox.children import runner_confinement
+from agents.sandbox import Confinement
+from agents.toolservers.launch import SandboxedLaunch
 
 ErrorCode = Literal[
     "spawn_failed",
@@ -36,28 +35,18 @@ class AcpError(Exception):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AcpRunnerSpec:
+class AcpRunnerSpec(SandboxedLaunch):
     """How to start one runner: the stored runner config plus the chat session's workspace (`cwd`, the
-    host folder its `fs/*` requests are served from) and where it runs (agents/sandbox/).
-
-    `sandbox` starts it (None: it cannot start); `home` is its persistent HOME, `network` whether it may
-    use the network, `read_only` the host paths its program needs, `may_run_unsandboxed` whether the user
-    holds `agents.run_unsandboxed` (matters only without a sandbox).
+    host folder its `fs/*` requests are served from) and where it runs (`SandboxedLaunch`'s fields,
+    agents/toolservers/launch.py).
     """
 
     command: str
     cwd: Path
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float = 300
     trusted: bool = False
     name: str = "runner"
     tool_parse_mode: str = "call_title"
-    sandbox: Sandbox | None = None
-    home: Path | None = None
-    network: bool = False
-    read_only: tuple[Path, ...] = ()
-    may_run_unsandboxed: bool = False
 
     @property
     def visible_cwd(self) -> str:
@@ -66,15 +55,7 @@ class AcpRunnerSpec:
 
     def confinement(self) -> Confinement:
         """What the runner's process may see and do (agents/sandbox/children.py)."""
-        return runner_confinement(
-            self.sandbox,
-            workspace=self.cwd,
-            env=self.env,
-            network=self.network,
-            home=self.home,
-            read_only=self.read_only,
-            may_run_unsandboxed=self.may_run_unsandboxed,
-        )
+        return self.confined_in(self.cwd)
 
     def __post_init__(self) -> None:
         """Fail at construction, not halfway through a session, on a config that cannot work."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,8 +24,8 @@ from acp.services import runner_configs_for_agent
 from agents.approvals import decision_entry
 from agents.contract import ConfirmationResolvedEvent
 from agents.sandbox import SandboxRefused
-from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, Tool, ToolContext, ToolError, ToolParams
+from agents.toolservers.launch import launch_fields
 from agentsite.db import database_sync_to_async
 from audit.actions import APPROVAL_DECIDE
 
@@ -285,37 +284,22 @@ def _acp_error() -> type[AcpError]:
 
 
 def runner_spec(config: RunnerConfig, ctx: ToolContext) -> AcpRunnerSpec:
-    """The runner as it will start: in the site's sandbox, with its HOME for this user, the network per
-    the agent's setting, and its program (found on the server's PATH) and `sandbox_paths` shown read-only."""
+    """The runner as it will start: in the site's sandbox with the chat session's workspace as its folder
+    (agents/toolservers/launch.py: its HOME for this user, the agent's network, its program shown)."""
     from acp.spec import AcpRunnerSpec
 
-    command, read_only = _program(config)
-    home = None
-    if ctx.user_id is not None:
-        home = runner_home(user_id=ctx.user_id, agent_name=ctx.agent_name or "default", runner=config.name)
+    try:
+        launch = launch_fields(config, ctx, home_name=config.name)
+    except SandboxRefused as exc:
+        raise ToolError(f"Runner '{config.name}' could not be started: {exc}") from None
     return AcpRunnerSpec(
+        **launch,
         name=config.name,
-        command=command,
-        args=tuple(config.args),
-        env=dict(config.env),
         cwd=ctx.workspace,
         timeout_seconds=config.timeout_seconds,
         trusted=config.trusted,
         tool_parse_mode=config.tool_parse_mode,
-        sandbox=ctx.sandbox,
-        home=home,
-        network=ctx.sandbox_network,
-        read_only=read_only,
-        may_run_unsandboxed=ctx.may_run_unsandboxed,
     )
-
-
-def _program(config: RunnerConfig) -> tuple[str, tuple[Path, ...]]:
-    """The runner's executable as an absolute path, and the host paths that must be visible to run it."""
-    try:
-        return program_for(config.command, config.sandbox_paths)
-    except SandboxRefused as exc:
-        raise ToolError(f"Runner '{config.name}' could not be started: {exc}") from None
 
 
 def _runner_name(params: DelegateParams) -> str:

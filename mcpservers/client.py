@@ -31,8 +31,9 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from agents.sandbox import Confinement, Sandbox, SandboxRefused
-from agents.sandbox.children import SpawnError, runner_confinement
+from agents.sandbox import Confinement, SandboxRefused
+from agents.sandbox.children import SpawnError
+from agents.toolservers.launch import SandboxedLaunch
 from mcpservers.stdio import LinkState, sandboxed_stdio
 from security.outbound import OutboundPolicy, OutboundRefused
 
@@ -58,48 +59,32 @@ class McpError(Exception):
 
 
 @dataclass(frozen=True, kw_only=True)
-class McpServerSpec:
-    """How to reach one server: its stored configuration plus, for stdio, where it runs (the chat session's
-    workspace, reachable but not its working directory, docs/protocol.md §6.6; the agent's
-    `sandbox_network`, the host paths its program needs)."""
+class McpServerSpec(SandboxedLaunch):
+    """How to reach one server: its stored configuration plus, for stdio, where it runs (`SandboxedLaunch`'s
+    fields, agents/toolservers/launch.py; the chat session's workspace, reachable but not its working
+    directory, docs/protocol.md §6.6)."""
 
     name: str
     transport: Literal["stdio", "http"]
     timeout_seconds: float  # each call
     start_seconds: float = 60.0  # starting it, `initialize` and listing its tools
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
     url: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     workspace: Path | None = None
-    sandbox: Sandbox | None = None
-    home: Path | None = None
-    network: bool = False
-    read_only: tuple[Path, ...] = ()
-    may_run_unsandboxed: bool = False
     policy: OutboundPolicy | None = None
 
     def confinement(self) -> Confinement:
         """Where a stdio server runs: as a runner (agents/sandbox/children.py)."""
         assert self.workspace is not None
-        return runner_confinement(
-            self.sandbox,
-            workspace=self.workspace,
-            env=self.env,
-            network=self.network,
-            home=self.home,
-            read_only=self.read_only,
-            may_run_unsandboxed=self.may_run_unsandboxed,
-            empty_cwd=True,  # it holds staff's secrets: never started where a user's files lie (§6.6)
-        )
+        # It holds staff's secrets: never started where a user's files lie (§6.6).
+        return self.confined_in(self.workspace, empty_cwd=True)
 
     def fingerprint(self) -> tuple[Any, ...]:
         """What a running connection was made from: when it differs, the connection is made anew."""
         return (
             self.transport,
             self.command,
-            self.args,
+            tuple(self.args),
             sorted(self.env.items()),
             self.url,
             sorted(self.headers.items()),

@@ -12,22 +12,25 @@ from __future__ import annotations
 from typing import Any, Literal, TypedDict
 
 import pydantic
-from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
-from django.utils import timezone
 
-from agents.models import NAME_PATTERN, Agent
+from agents.toolservers.models import (
+    ToolServer,
+    ToolServerConfig,
+    agent_field,
+    base_constraints,
+    readable,
+    timeout_field,
+)
 from agentsite.isotime import iso
-from security.encryption import is_unreadable, unreadable_message
-from security.secret_fields import SECRET_MASK, EncryptedJSONDictField
+from security.encryption import unreadable_message
+from security.secret_fields import EncryptedJSONDictField
 
 DEFAULT_TIMEOUT_SECONDS = 60
 MAX_TIMEOUT_SECONDS = 3_600
 TRANSPORTS = ("stdio", "http")
 Transport = Literal["stdio", "http"]
 Status = Literal["unchecked", "ok", "error"]
-
-server_name_validator = RegexValidator(NAME_PATTERN, "Use 1-64 letters, digits, '_' or '-'.")
 
 
 class CachedTool(pydantic.BaseModel):
@@ -41,23 +44,13 @@ class CachedTool(pydantic.BaseModel):
     read_only: bool = False  # the server annotated it readOnlyHint
 
 
-class McpServerConfig(pydantic.BaseModel):
+class McpServerConfig(ToolServerConfig):
     """A server row's settings in typed form: how to reach it and how far its tools are trusted."""
 
-    model_config = pydantic.ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    name: str
-    enabled: bool
     transport: Transport
-    command: str
-    args: list[str]
-    env: dict[str, str]
     url: str
     headers: dict[str, str]
     trusted_tools: list[str]
-    trusted: bool
-    timeout_seconds: int = pydantic.Field(gt=0)
-    sandbox_paths: list[str] = []
     # Secrets no configured key decrypts (security/encryption.py), as "env NAME" / "header NAME": they
     # are left out, and the server does not start until a staff user sets them again.
     unreadable: list[str] = []
@@ -99,16 +92,15 @@ class McpServerDict(TypedDict):
     status: McpStatusDict
 
 
-class McpServer(models.Model):
-    """One Model Context Protocol server whose tools an agent may use."""
+class McpServer(ToolServer):
+    """One Model Context Protocol server whose tools an agent may use; the common fields (name, enabled,
+    command, args, env, sandbox_paths) are `ToolServer`'s (agents/toolservers/)."""
 
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="mcp_servers")
-    name = models.CharField(max_length=64, validators=[server_name_validator])
-    enabled = models.BooleanField(default=False)
+    secret_fields = ("env", "headers")
+
+    agent = agent_field("mcp_servers")
     transport = models.CharField(max_length=8, choices=[(t, t) for t in TRANSPORTS], default="stdio")
     command = models.CharField(max_length=1000, blank=True, help_text="stdio: the program to start.")
-    args = models.JSONField(default=list, blank=True)
-    env = EncryptedJSONDictField(default=dict, blank=True)  # values encrypted (docs/protocol.md §6.3)
     url = models.CharField(max_length=2000, blank=True, help_text="http: the streamable HTTP endpoint.")
     headers = EncryptedJSONDictField(default=dict, blank=True)  # values encrypted
     trusted_tools = models.JSONField(
@@ -117,9 +109,7 @@ class McpServer(models.Model):
     trusted = models.BooleanField(
         default=False, help_text="Tools the server itself annotates as read-only run without asking too."
     )
-    timeout_seconds = models.PositiveIntegerField(
-        default=DEFAULT_TIMEOUT_SECONDS, validators=[MinValueValidator(1)]
-    )
+    timeout_seconds = timeout_field(DEFAULT_TIMEOUT_SECONDS)
     sandbox_paths = models.JSONField(
         default=list,
         blank=True,
@@ -132,18 +122,12 @@ class McpServer(models.Model):
     status = models.CharField(max_length=16, default="unchecked", editable=False)
     status_message = models.TextField(blank=True, editable=False)
     checked_at = models.DateTimeField(null=True, blank=True, editable=False)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
 
-    class Meta:
-        ordering = ["agent", "name"]
+    class Meta(ToolServer.Meta):
         verbose_name = "MCP server"
         constraints = [
-            models.UniqueConstraint(fields=["agent", "name"], name="mcp_server_unique_name"),
+            *base_constraints("mcp_server"),
             models.CheckConstraint(condition=models.Q(transport__in=TRANSPORTS), name="mcp_server_transport"),
-            models.CheckConstraint(
-                condition=models.Q(timeout_seconds__gte=1), name="mcp_server_timeout_positive"
-            ),
             models.CheckConstraint(
                 condition=models.Q(enabled=False)
                 | (models.Q(transport="stdio") & ~models.Q(command=""))
@@ -152,13 +136,10 @@ class McpServer(models.Model):
             ),
         ]
 
-    def __str__(self) -> str:
-        return f"{self.agent_id}/{self.name}"
-
     def config(self) -> McpServerConfig:
         """The row as a validated McpServerConfig (raises pydantic.ValidationError on a malformed row)."""
-        env, bad_env = _readable(self.env)
-        headers, bad_headers = _readable(self.headers)
+        env, bad_env = readable(self.env)
+        headers, bad_headers = readable(self.headers)
         return McpServerConfig.model_validate(
             {
                 "name": self.name,
@@ -193,9 +174,9 @@ class McpServer(models.Model):
             "transport": self.transport,
             "command": self.command or None,
             "args": list(self.args),
-            "env": {key: SECRET_MASK for key in self.env},
+            "env": self.masked("env"),
             "url": self.url or None,
-            "headers": {key: SECRET_MASK for key in self.headers},
+            "headers": self.masked("headers"),
             "trusted_tools": list(self.trusted_tools),
             "trusted": self.trusted,
             "timeout_seconds": self.timeout_seconds,
@@ -210,11 +191,3 @@ class McpServer(models.Model):
             "checked_at": iso(self.checked_at) if self.checked_at else None,
             "tools": [{"name": tool.name, "description": tool.description} for tool in self.cached_tools()],
         }
-
-
-def _readable(secrets: Any) -> tuple[Any, list[str]]:
-    """The values a key opens, and the names of those none does (not a dict: left for validation)."""
-    if not isinstance(secrets, dict):
-        return secrets, []
-    unreadable = sorted(key for key, value in secrets.items() if is_unreadable(value))
-    return {key: value for key, value in secrets.items() if key not in unreadable}, unreadable

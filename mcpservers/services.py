@@ -10,12 +10,10 @@ import logging
 from typing import Any
 
 import pydantic
-from django.db import transaction
 from django.utils import timezone
 
-from agents.models import Agent
-from mcpservers.models import CachedTool, McpServer, McpServerConfig, McpServerDict
-from security.secret_fields import SECRET_MASK, MaskWithoutValue, unmasked
+from agents.toolservers.services import ToolServerStore
+from mcpservers.models import CachedTool, McpServer, McpServerConfig
 
 logger = logging.getLogger(__name__)
 
@@ -25,58 +23,20 @@ CONNECTION_FIELDS = ("transport", "command", "args", "env", "url", "headers", "s
 DISCOVERY_RETRY_SECONDS = 60
 
 
-class SecretKeepError(ValueError):
-    """A value was sent as the mask ("***") for a name that has no stored value to keep."""
-
-    def __init__(self, field: str, key: str) -> None:
-        super().__init__(f"{key}: '{SECRET_MASK}' keeps a stored value, but this server has none for {key}.")
-        self.field = field
-        self.key = key
-
-
-def server_list(*, agent: Agent) -> dict[str, McpServerDict]:
-    """`GET /agents/{name}/config/mcp`: every server of the agent by name, secret values masked."""
-    return {server.name: server.to_dict() for server in McpServer.objects.filter(agent=agent)}
-
-
-def server_get(*, agent: Agent, name: str) -> McpServer | None:
-    return McpServer.objects.filter(agent=agent, name=name).first()
-
-
-def kept_secrets(field: str, sent: dict[str, str], stored: dict[str, str]) -> dict[str, str]:
-    """`sent` with every masked value replaced by the stored one, so a client may PUT back what it read."""
-    try:
-        return unmasked(sent, stored)
-    except MaskWithoutValue as exc:
-        raise SecretKeepError(field, exc.key) from None
-
-
-@transaction.atomic
-def server_upsert(*, agent: Agent, name: str, data: dict[str, Any]) -> McpServer:
-    """Create or replace a server with validated `data` (a whole MCP config). A change of how the server
-    is reached forgets its cached tools and status: the next turn (or the test button) lists them anew."""
-    current = McpServer.objects.select_for_update().filter(agent=agent, name=name).first()
-    values: dict[str, Any] = {
-        "enabled": data["enabled"],
-        "transport": data["transport"],
-        "command": data.get("command") or "",
-        "args": list(data["args"]),
-        "env": kept_secrets("env", data["env"], dict(current.env) if current else {}),
-        "url": data.get("url") or "",
-        "headers": kept_secrets("headers", data["headers"], dict(current.headers) if current else {}),
-        "trusted_tools": list(data["trusted_tools"]),
-        "trusted": data["trusted"],
-        "timeout_seconds": data["timeout_seconds"],
-        "sandbox_paths": list(data["sandbox_paths"]),
-    }
-    server = current or McpServer(agent=agent, name=name)
-    changed = current is None or any(getattr(current, key) != values[key] for key in CONNECTION_FIELDS)
-    for key, value in values.items():
-        setattr(server, key, value)
-    if changed:
+def _forget_if_moved(server: McpServer, current: McpServer | None, values: dict[str, Any]) -> None:
+    """A change of how the server is reached forgets its cached tools and status: the next turn (or the
+    test button) lists them anew."""
+    if current is None or any(
+        key in values and getattr(current, key) != values[key] for key in CONNECTION_FIELDS
+    ):
         server_forget_tools(server=server)
-    server.save()
-    return server
+
+
+servers: ToolServerStore[McpServer] = ToolServerStore(McpServer, noun="server", before_save=_forget_if_moved)
+server_list = servers.list  # `GET /agents/{name}/config/mcp`: servers by name, secret values masked
+server_get = servers.get
+server_upsert = servers.upsert
+server_delete = servers.delete  # its live connections end with their chat sessions or idle
 
 
 def server_forget_tools(*, server: McpServer) -> None:
@@ -87,12 +47,6 @@ def server_forget_tools(*, server: McpServer) -> None:
     server.status = "unchecked"
     server.status_message = ""
     server.checked_at = None
-
-
-def server_delete(*, agent: Agent, name: str) -> bool:
-    """Delete a server; whether it existed. Its live connections end with their chat sessions or idle."""
-    deleted, _ = McpServer.objects.filter(agent=agent, name=name).delete()
-    return deleted > 0
 
 
 def server_configs_for_agent(*, agent_name: str) -> list[tuple[McpServer, McpServerConfig]]:

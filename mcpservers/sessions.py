@@ -4,8 +4,9 @@ docs/protocol.md §2: one connection (for stdio: one process) per chat session a
 first use and closed with the chat session, at server shutdown, and after `AGENTSITE_MCP_IDLE_SECONDS`
 without a call. This registry is their one owner: nothing else keeps a connection, so nothing outlives
 what it belongs to. A connection whose configuration changed since it started is replaced on its next
-use. Plain asyncio, no Django; the bound on what it holds is the number of open chat sessions times their
-agents' servers, and `close_all()` empties it.
+use. The keeping and closing are the tool server registry's (agents/toolservers/registry.py). Plain asyncio,
+no Django; the bound on what it holds is the number of open chat sessions times their agents' servers, and
+`close_all()` empties it.
 """
 
 from __future__ import annotations
@@ -13,34 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
+from agents.toolservers.registry import ConnectionRegistry
 from mcpservers.client import McpConnection, McpServerSpec, OnToolsChanged
 
-ConnectionKey = tuple[str, str]  # (chat session id, server name)
 REAP_EVERY_SECONDS = 30.0
 
 
-@dataclass
-class _KeyLock:
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    users: int = 0
-
-
-class McpSessionRegistry:
+class McpSessionRegistry(ConnectionRegistry[McpConnection]):
     def __init__(self, *, idle_seconds: float) -> None:
+        super().__init__()
         self.idle_seconds = idle_seconds
-        self._connections: dict[ConnectionKey, McpConnection] = {}
-        self._locks: dict[ConnectionKey, _KeyLock] = {}  # only while someone holds or awaits one
         self._reaper: asyncio.Task[None] | None = None
-
-    def get(self, chat_session_id: str, server: str) -> McpConnection | None:
-        conn = self._connections.get((chat_session_id, server))
-        return conn if conn is not None and conn.alive else None
-
-    def count(self) -> int:
-        return len(self._connections)
 
     async def connect(
         self, chat_session_id: str, spec: McpServerSpec, *, on_tools_changed: OnToolsChanged | None = None
@@ -62,26 +47,13 @@ class McpSessionRegistry:
             self._ensure_reaper()
             return conn, True
 
-    async def close(self, chat_session_id: str, server: str) -> bool:
-        key = (chat_session_id, server)
-        async with self._locked(key):
-            conn = self._connections.pop(key, None)
-        if conn is None:
-            return False
-        await conn.close()
-        return True
-
-    async def close_chat_session(self, chat_session_id: str) -> int:
-        keys = [key for key in list(self._connections) if key[0] == chat_session_id]
-        return sum(await asyncio.gather(*(self.close(*key) for key in keys)))
-
     async def close_all(self) -> None:
         reaper, self._reaper = self._reaper, None
         if reaper is not None:
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
-        await asyncio.gather(*(self.close(*key) for key in list(self._connections)))
+        await super().close_all()
 
     async def close_idle(self) -> int:
         """Close the connections unused for `idle_seconds` (and those whose server went away)."""
@@ -92,18 +64,6 @@ class McpSessionRegistry:
             if not conn.alive or (conn.calls == 0 and now - conn.last_used >= self.idle_seconds)
         ]
         return sum(await asyncio.gather(*(self.close(*key) for key in idle)))
-
-    @contextlib.asynccontextmanager
-    async def _locked(self, key: ConnectionKey) -> AsyncIterator[None]:
-        entry = self._locks.setdefault(key, _KeyLock())
-        entry.users += 1
-        try:
-            async with entry.lock:
-                yield
-        finally:
-            entry.users -= 1
-            if entry.users == 0:
-                del self._locks[key]
 
     def _ensure_reaper(self) -> None:
         if self._reaper is None or self._reaper.done():

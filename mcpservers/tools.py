@@ -22,8 +22,8 @@ import pydantic
 from django.conf import settings
 
 from agents.sandbox import SandboxRefused
-from agents.sandbox.site import program_for, runner_home
 from agents.tools.base import Risk, SourcedTools, Tool, ToolContext, ToolError, ToolSource
+from agents.toolservers.launch import launch_fields
 from agentsite.db import database_sync_to_async
 from mcpservers.endpoints import mcp_policy
 from mcpservers.models import CachedTool, McpServerConfig
@@ -228,23 +228,8 @@ class McpToolSource(ToolSource):
         }
         if config.transport == "http":
             return McpServerSpec(**common, url=config.url, headers=dict(config.headers), policy=mcp_policy())
-        command, read_only = program_for(config.command, config.sandbox_paths)
-        if home is None and ctx.user_id is not None:
-            home = runner_home(
-                user_id=ctx.user_id, agent_name=ctx.agent_name or "default", runner=f"mcp.{config.name}"
-            )
-        return McpServerSpec(
-            **common,
-            command=command,
-            args=tuple(config.args),
-            env=dict(config.env),
-            workspace=ctx.workspace,
-            sandbox=ctx.sandbox,
-            home=home,
-            network=ctx.sandbox_network,
-            read_only=read_only,
-            may_run_unsandboxed=ctx.may_run_unsandboxed,
-        )
+        launch = launch_fields(config, ctx, home_name=f"mcp.{config.name}", home=home)
+        return McpServerSpec(**common, **launch, workspace=ctx.workspace)
 
     async def _record_tools(self, agent_name: str, server: str, tools: list[types.Tool]) -> None:
         cached, skipped = cached_tools(server, tools)
