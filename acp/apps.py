@@ -12,22 +12,17 @@ class AcpConfig(AppConfig):
 
     def ready(self) -> None:
         """Offer `delegate_external_agent` to agents (acp registers its tool into agents' registry); runners
-        are site configuration, in the audit trail (audit/tracking.py; env values masked)."""
+        are site configuration, in the audit trail (agents/toolservers/services.py; env values masked)."""
         from acp.models import AcpRunner
         from acp.tool import TOOL_NAME, DelegateExternalAgentTool
         from agents.tools import registry
-        from audit.tracking import track
+        from agents.toolservers.services import track_writes
 
         _check_not_shadowed()
 
         if registry.get(TOOL_NAME) is None:
             registry.register(DelegateExternalAgentTool())
-        track(
-            AcpRunner,
-            object_type="acp_runner",
-            object_id=lambda runner: f"{runner.agent_id}/{runner.name}",
-            exclude=("created_at", "updated_at"),
-        )
+        track_writes(AcpRunner, object_type="acp_runner")
 
 
 def _check_not_shadowed() -> None:

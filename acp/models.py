@@ -12,14 +12,7 @@ from typing import TypedDict
 from django.db import models
 
 from acp.updates import TOOL_PARSE_MODES, ToolParseMode
-from agents.toolservers.models import (
-    ToolServer,
-    ToolServerConfig,
-    agent_field,
-    base_constraints,
-    readable,
-    timeout_field,
-)
+from agents.toolservers.models import ToolServer, ToolServerConfig
 from security.encryption import unreadable_message
 
 DEFAULT_TIMEOUT_SECONDS = 300
@@ -59,19 +52,19 @@ class AcpRunner(ToolServer):
     """One external agent (Claude Code, Gemini CLI, goose, ...) an agent may delegate work to; the common
     fields (name, enabled, command, args, env, sandbox_paths) are `ToolServer`'s (agents/toolservers/)."""
 
-    agent = agent_field("acp_runners")
+    agent = ToolServer.agent_field("acp_runners")
     trusted = models.BooleanField(
         default=False, help_text="Permission requests are answered 'allow once' without asking the user."
     )
     tool_parse_mode = models.CharField(
         max_length=16, choices=[(mode, mode) for mode in TOOL_PARSE_MODES], default="call_title"
     )
-    timeout_seconds = timeout_field(DEFAULT_TIMEOUT_SECONDS)
+    timeout_seconds = ToolServer.timeout_field(DEFAULT_TIMEOUT_SECONDS)
 
     class Meta(ToolServer.Meta):
         verbose_name = "ACP runner"
         constraints = [
-            *base_constraints("acp_runner"),
+            *ToolServer.table_constraints("acp_runner"),
             models.CheckConstraint(
                 condition=models.Q(tool_parse_mode__in=TOOL_PARSE_MODES), name="acp_runner_tool_parse_mode"
             ),
@@ -83,7 +76,7 @@ class AcpRunner(ToolServer):
 
     def config(self) -> RunnerConfig:
         """The row as a validated RunnerConfig (raises pydantic.ValidationError on a malformed row)."""
-        env, unreadable = readable(self.env)  # not a dict: a malformed row, refused just below
+        env, unreadable = self.readable("env")  # not a dict: a malformed row, refused just below
         return RunnerConfig.model_validate(
             {
                 "name": self.name,

@@ -8,36 +8,28 @@ from rest_framework import serializers
 
 from acp.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
 from acp.updates import TOOL_PARSE_MODES
-from agents.serializers import SandboxPathsField
-from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
+from agents.toolservers.serializers import ToolServerInputSerializer
+from agentsite.fields import StrictCharField, StrictChoiceField, StrictIntegerField
 
 
-class RunnerInputSerializer(serializers.Serializer):
+class RunnerInputSerializer(ToolServerInputSerializer):
     """The body of `PUT /agents/{name}/config/acp/{runner}`: a whole RUNNER; missing fields take defaults."""
 
-    enabled = StrictBooleanField(default=False)
+    field_order = (
+        "enabled",
+        "command",
+        "args",
+        "env",
+        "trusted",
+        "tool_parse_mode",
+        "timeout_seconds",
+        "sandbox_paths",
+    )
     command = StrictCharField(default="", allow_blank=True, max_length=1000, trim_whitespace=True)
-    args = serializers.ListField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=list)
-    env = serializers.DictField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=dict)
-    trusted = StrictBooleanField(default=False)
     tool_parse_mode = StrictChoiceField(list(TOOL_PARSE_MODES), default="call_title")
     timeout_seconds = StrictIntegerField(
         default=DEFAULT_TIMEOUT_SECONDS, min_value=1, max_value=MAX_TIMEOUT_SECONDS
     )
-    sandbox_paths = SandboxPathsField()
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
-        return super().to_internal_value(data)
-
-    def validate_env(self, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
-            if not key or "=" in key or "\x00" in key:
-                raise serializers.ValidationError(f"{key!r} is not a valid environment variable name.")
-        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["enabled"] and not attrs["command"]:

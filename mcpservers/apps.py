@@ -10,30 +10,21 @@ class McpServersConfig(AppConfig):
     def ready(self) -> None:
         """Offer MCP servers' tools to agents (the app adds its tool source to agents' registry), and say
         when a server's configuration or tool list changed, so the next turn reads it again. Servers are
-        site configuration, in the audit trail (audit/tracking.py; env and header values masked;
+        site configuration, in the audit trail (agents/toolservers/services.py; env and header values masked;
         what was last found out about a server is not a change of it)."""
         from django.db.models.signals import post_delete, post_save
 
         from agents.signals import tool_config_changed
         from agents.tools import registry
-        from audit.tracking import track
+        from agents.toolservers.services import track_writes
         from mcpservers.models import McpServer
         from mcpservers.tools import source
 
         registry.add_source(source)
-        track(
+        track_writes(
             McpServer,
             object_type="mcp_server",
-            object_id=lambda server: f"{server.agent_id}/{server.name}",
-            exclude=(
-                "created_at",
-                "updated_at",
-                "tools",
-                "tools_listed_at",
-                "status",
-                "status_message",
-                "checked_at",
-            ),
+            also_exclude=("tools", "tools_listed_at", "status", "status_message", "checked_at"),
         )
 
         def changed(sender: type, instance: McpServer, **_: object) -> None:

@@ -14,14 +14,7 @@ from typing import Any, Literal, TypedDict
 import pydantic
 from django.db import models
 
-from agents.toolservers.models import (
-    ToolServer,
-    ToolServerConfig,
-    agent_field,
-    base_constraints,
-    readable,
-    timeout_field,
-)
+from agents.toolservers.models import ToolServer, ToolServerConfig
 from agentsite.isotime import iso
 from security.encryption import unreadable_message
 from security.secret_fields import EncryptedJSONDictField
@@ -98,7 +91,7 @@ class McpServer(ToolServer):
 
     secret_fields = ("env", "headers")
 
-    agent = agent_field("mcp_servers")
+    agent = ToolServer.agent_field("mcp_servers")
     transport = models.CharField(max_length=8, choices=[(t, t) for t in TRANSPORTS], default="stdio")
     command = models.CharField(max_length=1000, blank=True, help_text="stdio: the program to start.")
     url = models.CharField(max_length=2000, blank=True, help_text="http: the streamable HTTP endpoint.")
@@ -109,7 +102,7 @@ class McpServer(ToolServer):
     trusted = models.BooleanField(
         default=False, help_text="Tools the server itself annotates as read-only run without asking too."
     )
-    timeout_seconds = timeout_field(DEFAULT_TIMEOUT_SECONDS)
+    timeout_seconds = ToolServer.timeout_field(DEFAULT_TIMEOUT_SECONDS)
     sandbox_paths = models.JSONField(
         default=list,
         blank=True,
@@ -126,7 +119,7 @@ class McpServer(ToolServer):
     class Meta(ToolServer.Meta):
         verbose_name = "MCP server"
         constraints = [
-            *base_constraints("mcp_server"),
+            *ToolServer.table_constraints("mcp_server"),
             models.CheckConstraint(condition=models.Q(transport__in=TRANSPORTS), name="mcp_server_transport"),
             models.CheckConstraint(
                 condition=models.Q(enabled=False)
@@ -138,8 +131,8 @@ class McpServer(ToolServer):
 
     def config(self) -> McpServerConfig:
         """The row as a validated McpServerConfig (raises pydantic.ValidationError on a malformed row)."""
-        env, bad_env = readable(self.env)
-        headers, bad_headers = readable(self.headers)
+        env, bad_env = self.readable("env")
+        headers, bad_headers = self.readable("headers")
         return McpServerConfig.model_validate(
             {
                 "name": self.name,

@@ -6,60 +6,45 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agents.serializers import SandboxPathsField
-from agentsite.fields import StrictBooleanField, StrictCharField, StrictChoiceField, StrictIntegerField
+from agents.toolservers.serializers import ToolServerInputSerializer, checked_names, secret_map
+from agentsite.fields import StrictCharField, StrictChoiceField, StrictIntegerField
 from mcpservers.endpoints import mcp_policy
 from mcpservers.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, TRANSPORTS
 
-READ_ONLY_KEYS = frozenset(
-    {"status"}
-)  # in what GET answers, ignored by PUT (a client may PUT back what it read)
 
-
-def _names_and_values(value: dict[str, str], what: str) -> dict[str, str]:
-    for key in value:
-        if not key or "=" in key or "\x00" in key or "\n" in key:
-            raise serializers.ValidationError(f"{key!r} is not a valid {what} name.")
-    return value
-
-
-class McpServerInputSerializer(serializers.Serializer):
+class McpServerInputSerializer(ToolServerInputSerializer):
     """The body of `PUT /agents/{name}/config/mcp/{server}`: a whole MCP config; missing fields take
     defaults; unknown keys and wrongly typed values are refused."""
 
-    enabled = StrictBooleanField(default=False)
+    read_only_keys = frozenset({"status"})  # a client may PUT back what it read
+    field_order = (
+        "enabled",
+        "transport",
+        "command",
+        "args",
+        "env",
+        "url",
+        "headers",
+        "trusted_tools",
+        "trusted",
+        "timeout_seconds",
+        "sandbox_paths",
+    )
     transport = StrictChoiceField(list(TRANSPORTS), default="stdio")
     command = StrictCharField(
         default="", allow_blank=True, allow_null=True, max_length=1000, trim_whitespace=True
     )
-    args = serializers.ListField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=list)
-    env = serializers.DictField(child=StrictCharField(allow_blank=True, trim_whitespace=False), default=dict)
     url = StrictCharField(
         default="", allow_blank=True, allow_null=True, max_length=2000, trim_whitespace=True
     )
-    headers = serializers.DictField(
-        child=StrictCharField(allow_blank=True, trim_whitespace=False), default=dict
-    )
+    headers = secret_map()
     trusted_tools = serializers.ListField(child=StrictCharField(max_length=200), default=list, max_length=500)
-    trusted = StrictBooleanField(default=False)
     timeout_seconds = StrictIntegerField(
         default=DEFAULT_TIMEOUT_SECONDS, min_value=1, max_value=MAX_TIMEOUT_SECONDS
     )
-    sandbox_paths = SandboxPathsField()
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields) - READ_ONLY_KEYS)
-            if unknown:
-                raise serializers.ValidationError({key: ["Unknown field."] for key in unknown})
-            data = {key: value for key, value in data.items() if key not in READ_ONLY_KEYS}
-        return super().to_internal_value(data)
-
-    def validate_env(self, value: dict[str, str]) -> dict[str, str]:
-        return _names_and_values(value, "environment variable")
 
     def validate_headers(self, value: dict[str, str]) -> dict[str, str]:
-        value = _names_and_values(value, "header")
+        value = checked_names(value, "header")
         for key, item in value.items():
             if any(c in key for c in " :\r") or "\r" in item or "\n" in item:
                 raise serializers.ValidationError(f"{key!r}: header names and values are single-line text.")

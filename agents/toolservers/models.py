@@ -28,24 +28,6 @@ SANDBOX_PATHS_HELP = (
 )
 
 
-def agent_field(related_name: str) -> models.ForeignKey[Agent, Agent]:
-    """The agent a server belongs to (each app names the reverse relation: `acp_runners`, `mcp_servers`)."""
-    return models.ForeignKey(Agent, on_delete=models.CASCADE, related_name=related_name)
-
-
-def timeout_field(default: int) -> models.PositiveIntegerField[int, int]:
-    """Seconds one call (a prompt, a tool call) may take; at least 1."""
-    return models.PositiveIntegerField(default=default, validators=[MinValueValidator(1)])
-
-
-def base_constraints(prefix: str) -> list[models.BaseConstraint]:
-    """One server of a name per agent, and a positive timeout (`prefix` names them per table)."""
-    return [
-        models.UniqueConstraint(fields=["agent", "name"], name=f"{prefix}_unique_name"),
-        models.CheckConstraint(condition=models.Q(timeout_seconds__gte=1), name=f"{prefix}_timeout_positive"),
-    ]
-
-
 class ToolServerConfig(pydantic.BaseModel):
     """A row's settings in typed form: what is started (or reached) and how far it is trusted."""
 
@@ -62,8 +44,9 @@ class ToolServerConfig(pydantic.BaseModel):
 
 
 class ToolServer(models.Model):
-    """One external tool server an agent may use. Subclasses add `agent = agent_field(...)`, `trusted`,
-    `timeout_seconds = timeout_field(...)`, their protocol's fields and `Meta.constraints`."""
+    """One external tool server an agent may use. Subclasses add `agent = ToolServer.agent_field(...)`,
+    `trusted`, `timeout_seconds = ToolServer.timeout_field(...)`, their protocol's fields and
+    `Meta.constraints` (`ToolServer.table_constraints(...)` and their own)."""
 
     secret_fields: ClassVar[tuple[str, ...]] = ("env",)  # JSON objects whose values are write-only
 
@@ -84,14 +67,35 @@ class ToolServer(models.Model):
     def __str__(self) -> str:
         return f"{self.agent_id}/{self.name}"
 
+    @staticmethod
+    def agent_field(related_name: str) -> models.ForeignKey[Agent, Agent]:
+        """The agent a server belongs to (each app names the reverse: `acp_runners`, `mcp_servers`)."""
+        return models.ForeignKey(Agent, on_delete=models.CASCADE, related_name=related_name)
+
+    @staticmethod
+    def timeout_field(default: int) -> models.PositiveIntegerField[int, int]:
+        """Seconds one call (a prompt, a tool call) may take; at least 1."""
+        return models.PositiveIntegerField(default=default, validators=[MinValueValidator(1)])
+
+    @staticmethod
+    def table_constraints(prefix: str) -> list[models.BaseConstraint]:
+        """One server of a name per agent, and a positive timeout (`prefix` names them per table)."""
+        return [
+            models.UniqueConstraint(fields=["agent", "name"], name=f"{prefix}_unique_name"),
+            models.CheckConstraint(
+                condition=models.Q(timeout_seconds__gte=1), name=f"{prefix}_timeout_positive"
+            ),
+        ]
+
     def masked(self, field: str) -> dict[str, str]:
         """A secret field as every answer shows it: its names, each value the mask."""
         return {key: SECRET_MASK for key in getattr(self, field)}
 
-
-def readable(secrets: Any) -> tuple[Any, list[str]]:
-    """The values a key opens, and the names of those none does (not a dict: left for validation)."""
-    if not isinstance(secrets, dict):
-        return secrets, []
-    unreadable = sorted(key for key, value in secrets.items() if is_unreadable(value))
-    return {key: value for key, value in secrets.items() if key not in unreadable}, unreadable
+    def readable(self, field: str) -> tuple[Any, list[str]]:
+        """A secret field's values a key opens, and the names of those none does (security/encryption.py;
+        not a dict: a malformed row, left for the config's validation)."""
+        secrets = getattr(self, field)
+        if not isinstance(secrets, dict):
+            return secrets, []
+        unreadable = sorted(key for key, value in secrets.items() if is_unreadable(value))
+        return {key: value for key, value in secrets.items() if key not in unreadable}, unreadable

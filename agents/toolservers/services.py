@@ -78,3 +78,17 @@ class ToolServerStore[S: ToolServer]:
             setattr(server, key, value)
         server.save()
         return server  # type: ignore[no-any-return]
+
+
+def track_writes(model: type[ToolServer], *, object_type: str, also_exclude: tuple[str, ...] = ()) -> None:
+    """Servers are site configuration: every save and delete is in the audit trail as `agent/name`
+    (audit/tracking.py; secret values masked). `also_exclude`: what was found out about a
+    server, which is not a change of it."""
+    from audit.tracking import track
+
+    track(
+        model,
+        object_type=object_type,
+        object_id=lambda server: f"{server.agent_id}/{server.name}",
+        exclude=("created_at", "updated_at", *also_exclude),
+    )

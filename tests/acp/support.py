@@ -8,7 +8,6 @@ view, without asking our own code.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ from channels.testing import WebsocketCommunicator
 from acp.services import runner_upsert
 from agents.services import default_agent_ensure, tool_set_enabled
 from agentsite.dev.fake_llm import Reply
-from tests.support.processes import pids_with_env
+from tests.support.processes import none_left, pids_with_env
 from tests.support.runner_kit import mock_runner_script, runner_folder, runner_python
 from tests.support.ws import send
 
@@ -110,12 +109,7 @@ def marker_pids(marker: str) -> list[int]:
 def group_gone(pgid: int, within: float = 5.0) -> bool:
     """True once no live process is left in the group. A killed sandbox's PID 1 may stay a zombie for a
     moment, until the host's init reaps it: a zombie runs nothing, so it counts as gone."""
-    deadline = time.monotonic() + within
-    while _live_members(pgid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    return none_left(lambda: _live_members(pgid), within)
 
 
 def _live_members(pgid: int) -> list[int]:

@@ -123,3 +123,20 @@ async def test_a_registry_forgets_a_pairs_lock_once_nobody_holds_it() -> None:
             assert await registry.close(f"s{session}", "runner") is False
         assert registry._locks == {} and registry.count() == 0
         await registry.close_all()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("model", "form", "path", "noun", "extra"), KINDS)
+@pytest.mark.parametrize("bad", ["", "A=B", "A\nB", "A\x00B"])
+def test_rest_refuses_an_env_name_no_environment_can_hold_alike(
+    api: Any, staff_key: str, model: Any, form: Any, path: str, noun: str, extra: dict[str, Any], bad: str
+) -> None:
+    """An ACP runner took a name with a newline that an MCP server refused."""
+    base = f"/api/v1/agents/default/config/{path}"
+    answer = api(staff_key).put(f"{base}/x", {"command": "prog", "env": {bad: "v"}, "extra": 1})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["fields"] == {"extra": ["Unknown field."]}
+    answer = api(staff_key).put(f"{base}/x", {"command": "prog", "env": {bad: "v"}})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["fields"] == {"env": [f"{bad!r} is not a valid environment variable name."]}
+    assert not model.objects.exists()

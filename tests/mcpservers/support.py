@@ -18,7 +18,7 @@ from agents.services import default_agent_ensure
 from agentsite.dev.fake_llm import Reply
 from mcpservers.services import server_upsert
 from tests.acp import support as acp_support
-from tests.support.processes import pids_with_env
+from tests.support.processes import none_left, pids_with_env
 from tests.support.runner_kit import mcp_server_folder, mcp_server_script, runner_python
 
 SERVER = "testsrv"
@@ -81,12 +81,7 @@ def marker_pids(marker: str) -> list[int]:
 
 def gone(marker: str, within: float = 5.0) -> bool:
     """True once no live process carries the marker (a killed sandbox takes a moment to be reaped)."""
-    deadline = time.monotonic() + within
-    while marker_pids(marker):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    return none_left(lambda: marker_pids(marker), within)
 
 
 async def ends(marker: str, within: float) -> bool:

@@ -10,6 +10,7 @@ import asyncio
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -60,14 +61,20 @@ def pids_with_env(entry: str) -> list[int]:
     return found
 
 
-def gone(text: str, within: float = 5.0) -> bool:
-    """True once no live process carries `text` (a loaded machine takes a moment to reap SIGKILLed ones)."""
+def none_left(live: Callable[[], list[int]], within: float = 5.0) -> bool:
+    """True once `live()` finds no process (a loaded machine takes a moment to reap SIGKILLed ones, a
+    killed sandbox's PID 1 to be reaped by the host's init)."""
     deadline = time.monotonic() + within
-    while pids_with(text):
+    while live():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.02)
     return True
+
+
+def gone(text: str, within: float = 5.0) -> bool:
+    """True once no live process carries `text` on its command line."""
+    return none_left(lambda: pids_with(text), within)
 
 
 async def appears(text: str, within: float = 10.0) -> list[int]:
