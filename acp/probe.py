@@ -1,8 +1,7 @@
 """`POST /agents/{name}/config/acp/{runner}/test`: start a runner apart from any chat, shake hands, stop it.
 
-The runner starts as it would for a chat (acp/tool.py `runner_spec`): in the site's sandbox, with the
-agent's network setting, its HOME for the staff user who asked (without a sandbox only if they hold
-`agents.run_unsandboxed`), in a scratch workspace removed afterwards. It gets ACP's `initialize` and
+The runner starts as it would for a chat (acp/tool.py `runner_spec`), in a scratch workspace
+(agents/toolservers/probe.py), with its HOME for the staff user who asked. It gets ACP's `initialize` and
 `session/new` (acp/client.py), and the answer says who it is and what it supports, or why it failed;
 then its whole process group is ended. The start is in the audit trail (`runner.start`) as in a chat.
 The MCP equivalent is mcpservers/probe.py.
@@ -10,10 +9,8 @@ The MCP equivalent is mcpservers/probe.py.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, TypedDict
 
-import pydantic
 from asgiref.sync import async_to_sync
 
 from acp.client import AcpConnection
@@ -22,9 +19,8 @@ from acp.schema import PROTOCOL_VERSION
 from acp.spec import AcpError
 from acp.tool import MIN_STARTUP_SECONDS, runner_spec
 from agents.models import Agent
-from agents.sandbox.site import get_sandbox, scratch_workspace
 from agents.tools.base import ToolContext, ToolError
-from audit.services import TurnAudit
+from agents.toolservers.probe import config_problem, probe_context
 
 
 class RunnerProbe(TypedDict, total=False):
@@ -36,25 +32,10 @@ class RunnerProbe(TypedDict, total=False):
 
 
 def runner_test(*, agent: Agent, runner: AcpRunner, user: Any) -> RunnerProbe:
-    try:
-        config = runner.config()
-    except pydantic.ValidationError as exc:
-        return _failed("misconfigured", f"Runner '{runner.name}' is malformed: {exc}")
-    if (unreadable := config.unreadable_error()) is not None:
-        return _failed("unreadable_secret", unreadable)
-    sandbox = get_sandbox()
-    with scratch_workspace("acp-test") as workspace:
-        session_id = f"acp-test-{uuid.uuid4().hex}"
-        context = ToolContext(
-            workspace=workspace,
-            session_id=session_id,
-            sandbox=sandbox,
-            user_id=user.pk,
-            agent_name=agent.name,
-            sandbox_network=agent.sandbox_network,
-            may_run_unsandboxed=sandbox.mode == "none" and user.has_perm("agents.run_unsandboxed"),
-            audit=TurnAudit(user_id=user.pk, session_id=session_id),
-        )
+    config, problem = config_problem(runner, "Runner")
+    if problem is not None:
+        return _failed(*problem)
+    with probe_context(agent=agent, user=user, prefix="acp", audited=True) as context:
         return async_to_sync(_handshake)(config, context)
 
 

@@ -1,23 +1,20 @@
 """`POST /agents/{name}/config/mcp/{server}/test`: start a server apart from any chat and list its tools.
 
-A stdio server runs as it would in a chat — in the site's sandbox, with the agent's network setting, for
-the staff user who asked (without a sandbox only if they hold `agents.run_unsandboxed`) — in a scratch
-workspace that is removed afterwards. What it answers is cached as the server's tool list, and its status
-says how it went, for every process (mcpservers/services.py).
+A stdio server runs as it would in a chat, in a scratch workspace (agents/toolservers/probe.py). What it
+answers is cached as the server's tool list, and its status says how it went, for every process
+(mcpservers/services.py).
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, TypedDict
 
-import pydantic
 from asgiref.sync import async_to_sync
 
 from agents.models import Agent
 from agents.sandbox import SandboxRefused
-from agents.sandbox.site import get_sandbox, scratch_workspace
 from agents.tools.base import ToolContext
+from agents.toolservers.probe import config_problem, probe_context
 from mcpservers.client import McpConnection, McpError
 from mcpservers.models import McpServer, McpServerConfig
 from mcpservers.services import server_record_failure, server_record_tools
@@ -32,23 +29,10 @@ class ProbeResult(TypedDict, total=False):
 def server_test(*, agent: Agent, server: McpServer, user: Any) -> ProbeResult:
     from mcpservers.tools import cached_tools
 
-    try:
-        config = server.config()
-    except pydantic.ValidationError as exc:
-        return _failed(agent, server.name, "misconfigured", f"MCP server '{server.name}' is malformed: {exc}")
-    if (unreadable := config.unreadable_error()) is not None:
-        return _failed(agent, server.name, "unreadable_secret", unreadable)
-    sandbox = get_sandbox()
-    with scratch_workspace("mcp-test") as workspace:
-        context = ToolContext(
-            workspace=workspace,
-            session_id=f"mcp-test-{uuid.uuid4().hex}",
-            sandbox=sandbox,
-            user_id=user.pk,
-            agent_name=agent.name,
-            sandbox_network=agent.sandbox_network,
-            may_run_unsandboxed=sandbox.mode == "none" and user.has_perm("agents.run_unsandboxed"),
-        )
+    config, problem = config_problem(server, "MCP server")
+    if problem is not None:
+        return _failed(agent, server.name, *problem)
+    with probe_context(agent=agent, user=user, prefix="mcp", audited=False) as context:
         try:
             listed = async_to_sync(_list_tools)(config, context)
         except SandboxRefused as exc:  # its program is not there, or may not be shown
