@@ -31,8 +31,8 @@ class RunnerProbe(TypedDict, total=False):
     error: dict[str, str]
 
 
-def runner_test(*, agent: Agent, runner: AcpRunner, user: Any) -> RunnerProbe:
-    config, problem = config_problem(runner, "Runner")
+def runner_test(*, agent: Agent, server: AcpRunner, user: Any) -> RunnerProbe:
+    config, problem = config_problem(server, "Runner")
     if problem is not None:
         return _failed(*problem)
     with probe_context(agent=agent, user=user, prefix="acp", audited=True) as context:

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from acp.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS
 from acp.updates import TOOL_PARSE_MODES
-from agents.toolservers.serializers import ToolServerInputSerializer
+from agents.toolservers.serializers import ProbeErrorSerializer, ToolServerInputSerializer
 from agentsite.fields import StrictCharField, StrictChoiceField, StrictIntegerField
 
 
@@ -54,9 +54,8 @@ class RunnerListSerializer(serializers.Serializer):
     runners = serializers.DictField(child=RunnerSerializer(), help_text="The agent's runners by name.")
 
 
-class RunnerTestErrorSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
+class RunnerTestErrorSerializer(ProbeErrorSerializer):
+    pass
 
 
 class RunnerTestSerializer(serializers.Serializer):

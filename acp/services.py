@@ -9,7 +9,7 @@ from __future__ import annotations
 from acp.models import AcpRunner, RunnerConfig
 from agents.toolservers.services import ToolServerStore
 
-runners: ToolServerStore[AcpRunner] = ToolServerStore(AcpRunner, noun="runner")
+runners: ToolServerStore[AcpRunner] = ToolServerStore(AcpRunner, noun="runner", label="Runner")
 runner_list = runners.list  # `GET /agents/{name}/config/acp`: RUNNERs by name, env values masked
 runner_get = runners.get
 runner_upsert = runners.upsert

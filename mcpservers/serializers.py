@@ -6,7 +6,12 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agents.toolservers.serializers import ToolServerInputSerializer, checked_names, secret_map
+from agents.toolservers.serializers import (
+    ProbeErrorSerializer,
+    ToolServerInputSerializer,
+    checked_names,
+    secret_map,
+)
 from agentsite.fields import StrictCharField, StrictChoiceField, StrictIntegerField
 from mcpservers.endpoints import mcp_policy
 from mcpservers.models import DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS, TRANSPORTS
@@ -98,9 +103,8 @@ class McpServerListSerializer(serializers.Serializer):
     servers = serializers.DictField(child=McpServerSerializer(), help_text="The agent's servers by name.")
 
 
-class McpErrorSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
+class McpErrorSerializer(ProbeErrorSerializer):
+    pass
 
 
 class McpTestSerializer(serializers.Serializer):

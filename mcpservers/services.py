@@ -32,7 +32,9 @@ def _forget_if_moved(server: McpServer, current: McpServer | None, values: dict[
         server_forget_tools(server=server)
 
 
-servers: ToolServerStore[McpServer] = ToolServerStore(McpServer, noun="server", before_save=_forget_if_moved)
+servers: ToolServerStore[McpServer] = ToolServerStore(
+    McpServer, noun="server", label="MCP server", before_save=_forget_if_moved
+)
 server_list = servers.list  # `GET /agents/{name}/config/mcp`: servers by name, secret values masked
 server_get = servers.get
 server_upsert = servers.upsert

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from django.utils.module_loading import import_string
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounts.authentication import request_user
 from agents.api import AGENT_NOT_FOUND, STAFF_ONLY, AgentConfigApi
 from agents.models import Agent
 from agents.toolservers.models import ToolServer
@@ -25,11 +27,19 @@ from agentsite.openapi import errors
 from agentsite.validation import invalid
 
 
+# Each app's views name their store (its `noun` is the URL's name for one) and input serializer; the list
+# and detail views also what their schema says (`operation`, the operation ids' prefix, `answer` and, for
+# the detail, `example`), described when the app's class is made. (A comment: a docstring here would
+# become the description of every operation in the document.)
 class ToolServerApi(AgentConfigApi):
     store: ToolServerStore[Any]
-    kind = "server"  # the URL's name for one, and how the name's error calls it
-    label = "Server"  # how a 404 names one
     input_serializer: type[serializers.Serializer]
+    operation: str
+    answer: type[serializers.Serializer]
+
+    @property
+    def kind(self) -> str:
+        return self.store.noun
 
     def _server(self, agent: Agent, name: str) -> ToolServer:
         found: ToolServer | None = self.store.get(agent=agent, name=name)
@@ -38,17 +48,34 @@ class ToolServerApi(AgentConfigApi):
         return found
 
     def _not_found(self, agent: Agent, name: str) -> ApiError:
-        return ApiError(404, "not_found", f"{self.label} {name} not found for agent {agent.name}.")
+        return ApiError(404, "not_found", f"{self.store.label} {name} not found for agent {agent.name}.")
 
 
 class ToolServerListApi(ToolServerApi):
-    listed_as = "servers"  # the answer's key
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        extend_schema_view(**list_schema(cls.operation, cls.answer))(cls)
 
     def get(self, request: Request, name: str) -> Response:
-        return Response({self.listed_as: self.store.list(agent=self._agent(name))})
+        return Response({f"{self.kind}s": self.store.list(agent=self._agent(name))})
 
 
 class ToolServerDetailApi(ToolServerApi):
+    example: tuple[str, dict[str, Any]]  # a PUT body, and what it shows
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        store, request = cls.store, cls.input_serializer
+        schema = detail_schema(
+            cls.operation,
+            noun=store.noun,
+            what=store.label,
+            answer=cls.answer,
+            request=request,
+            example=cls.example,
+        )
+        extend_schema_view(**schema)(cls)
+
     def get(self, request: Request, name: str, **server: str) -> Response:
         return Response(self._server(self._agent(name), server[self.kind]).to_dict())  # type: ignore[attr-defined]
 
@@ -70,8 +97,39 @@ class ToolServerDetailApi(ToolServerApi):
         return Response(status=204)
 
 
+class ToolServerTestApi(ToolServerApi):
+    """Start the server apart from any chat and ask it what its protocol's Test asks (`probe`, the dotted
+    path of a function (agent, server, user) → answer, imported on first use: it may load an SDK). Staff
+    only: it starts a process."""
+
+    probe: str
+    test_description: str | None = None  # the operation's description (else the view's docstring)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        responses = {200: cls.answer, **not_found(cls.store.label), **errors({403: STAFF_ONLY})}
+        post = extend_schema(
+            operation_id=f"{cls.operation}_test",
+            request=None,
+            description=cls.test_description,
+            responses=responses,
+        )
+        extend_schema_view(post=post)(cls)
+
+    def post(self, request: Request, name: str, **server: str) -> Response:
+        agent = self._agent(name)
+        found = self._server(agent, server[self.kind])
+        return Response(import_string(self.probe)(agent=agent, server=found, user=request_user(request)))
+
+
 def not_found(what: str) -> dict[int, Any]:
-    return errors({404: f"not_found: no such agent, or no such {what} of it"})
+    """The 404 of a server's URL (`what`: its label, "Runner", "MCP server")."""
+    return errors({404: f"not_found: no such agent, or no such {_lower(what)} of it"})
+
+
+def _lower(label: str) -> str:
+    """A label within a sentence: "Runner" → "runner", "MCP server" stays."""
+    return label if label[:2].isupper() else label[:1].lower() + label[1:]
 
 
 def list_schema(operation: str, answer: type[serializers.Serializer]) -> dict[str, Any]:
@@ -90,8 +148,8 @@ def detail_schema(
     request: type[serializers.Serializer],
     example: tuple[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """`extend_schema_view` arguments of a detail view (`noun`: how its description names one, `what`: how
-    its 404 does)."""
+    """`extend_schema_view` arguments of a detail view (`noun`: how its description names one, `what`: its
+    label, for the 404)."""
     missing = not_found(what)
     return {
         "get": extend_schema(operation_id=f"{operation}_retrieve", responses={200: answer, **missing}),

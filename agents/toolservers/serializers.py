@@ -51,3 +51,9 @@ class ToolServerInputSerializer(serializers.Serializer):
 
     def validate_env(self, value: dict[str, str]) -> dict[str, str]:
         return checked_names(value, "environment variable")
+
+
+# Why a tool server's Test failed (agents/toolservers/probe.py); each app names its own component.
+class ProbeErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()

@@ -41,11 +41,15 @@ BeforeSave = Callable[[Any, Any, dict[str, Any]], None]
 
 
 class ToolServerStore[S: ToolServer]:
-    """The rows of one kind of tool server (`noun`: how its messages name one, "runner", "server")."""
+    """The rows of one kind of tool server. `noun`: how messages and URLs name one ("runner", "server");
+    `label`: how a sentence begins with one ("Runner", "MCP server")."""
 
-    def __init__(self, model: type[S], *, noun: str, before_save: BeforeSave | None = None) -> None:
+    def __init__(
+        self, model: type[S], *, noun: str, label: str, before_save: BeforeSave | None = None
+    ) -> None:
         self.model = model
         self.noun = noun
+        self.label = label
         self.before_save = before_save
 
     def list(self, *, agent: Agent) -> dict[str, Any]:
