@@ -198,6 +198,10 @@ def turn_setup(session_id: str, request: ChatRequest) -> TurnSetup:
     agent_name, user_id = setup_cache.owner(session_id)
     config = setup_cache.agent(agent_name)
     choice = config.choice
+    # The model was checked when the message was accepted (chat/services.py message_submit); it is checked
+    # again here, the one check a turn makes, because what was allowed then may not be now: a message can
+    # wait in the queue for hours (paused, its user's slots taken) while staff change the agent's models,
+    # and a message stored before a restart or a takeover is run without passing message_submit again.
     refusal = account_refusal(user_id) or model_refusal(session_id, request.model) or budget_refusal(user_id)
     if request.model and refusal is None:
         choice = dataclasses.replace(choice, model=request.model)

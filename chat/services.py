@@ -206,7 +206,10 @@ async def message_submit(
     write claims it, chat/store.py); the server assigns one otherwise. `stream_events` and
     `confirmation_timeout` are internal (cron runs, see ChatRequest); the edges never pass them.
     """
-    if model:  # refused at once when the agent may not use it (the turn would end with the same error)
+    # A model the agent may not use is refused here, where the message is accepted: a clear error to its
+    # sender (REST 400, an `error` frame) before anything is stored. Its turn checks it once more
+    # (chat/runtime.py turn_setup), because the configuration can change while the message waits.
+    if model:
         refusal = await database_call(model_refusal, session_id, model)
         if refusal is not None:
             raise InputError(refusal["code"], refusal["message"], message_id=message_id)

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
-from agents.contract import ChatRequest
+from agents.contract import ChatRequest, InputError
 from agents.models import Agent, Provider
 from chat import usage as usage_module
 from chat.models import Usage
@@ -167,6 +167,39 @@ def test_the_models_a_message_may_ask_for(alice: Any) -> None:
     agent.save()
     setup_cache.clear()
     assert model_refusal(session.id, "anything") is None
+
+
+async def test_a_message_accepted_with_a_model_staff_then_disallow_is_refused_by_its_turn(alice: Any) -> None:
+    """Why the model is checked twice (chat/services.py, chat/runtime.py turn_setup): the configuration can
+    change while a message waits, and its turn must not run a model that is no longer allowed."""
+    from chat.services import message_submit
+
+    def configure() -> tuple[Agent, str]:
+        provider = Provider.objects.create(
+            id="p",
+            name="P",
+            base_url="http://127.0.0.1:9/v1",
+            model_list=["small", "large"],
+            default_model="small",
+        )
+        agent = Agent.objects.create(name="helper", provider=provider)
+        return agent, factories.session(alice, agent_name="helper").id
+
+    agent, session_id = await sync_to_async(configure)()
+    setup_cache.reset()
+    with pytest.raises(InputError) as refused:  # refused where it is accepted, before anything is stored
+        await message_submit(session_id=session_id, content="hi", message_id="m0", model="huge")
+    assert refused.value.code == "model_not_allowed" and refused.value.status == 400
+    assert model_refusal(session_id, "large") is None  # accepted now
+    agent.allowed_models = ["tiny"]
+    await sync_to_async(agent.save)()
+    setup_cache.clear()
+    turn = await DjangoRuntime().stream(
+        ChatRequest(message_id="m1", content="hi", model="large"), session_id=session_id
+    )
+    assert isinstance(turn, RefusedTurn)
+    result = await turn.result()
+    assert result.error is not None and result.error["code"] == "model_not_allowed"
 
 
 async def test_a_turn_past_the_budget_is_refused_without_calling_the_model(alice: Any) -> None:
