@@ -145,13 +145,14 @@ class TurnStream(Protocol):
 
 
 class Runtime(Protocol):
-    """Opens a turn; may return the stream or an awaitable of it (when opening needs I/O first).
+    """Opens a turn: `stream` is its one entry, called once per turn, when the turn is about to start and
+    before its message is stored as running (chat/live/controller.py `_start`). It returns the stream, or
+    an awaitable of it when opening needs I/O first: the runtime may start that I/O at once (it then runs
+    alongside the write of the message), and the queue awaits the awaitable once, when the turn has its
+    process slot. A turn cancelled before that never awaits it: an awaitable that is a coroutine is closed.
 
     `token`: the fencing token under which the caller owns the session (several processes; None: one
     process); every row the turn writes carries it, and is refused once another process owns the session.
-
-    A runtime may also have `prepare(request, *, session_id)`: called when a turn is about to start,
-    before its message is stored, so that the I/O of opening it runs alongside that write.
     """
 
     def stream(

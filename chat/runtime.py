@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,6 @@ from chat.models import Session
 from chat.quota import workspace_quota
 from chat.store import DjangoTurnRecorder, history_for_model
 from chat.usage import budget_refusal
-
-PREPARED_KEPT = 1000  # prepared setups of turns that never started, kept at most (then dropped)
 
 
 def may_run_unsandboxed(user_id: int) -> bool:
@@ -228,18 +226,6 @@ class DjangoRuntime:
 
     def __init__(self) -> None:
         self._clients: dict[tuple[str, str, str], OpenAIModelClient] = {}
-        # (session, message) → its setup being read, from prepare() until stream() takes it
-        self._prepared: dict[tuple[str, str], asyncio.Future[TurnSetup]] = {}
-
-    def prepare(self, request: ChatRequest, *, session_id: str) -> None:
-        """Start reading the turn's setup now: it reaches the database thread together with the write of
-        the message (one hand-over instead of two before the first words of the answer)."""
-        if len(self._prepared) >= PREPARED_KEPT:  # turns that never started (cancelled before their lease)
-            for key in [key for key, future in self._prepared.items() if future.done()]:
-                stale = self._prepared.pop(key)
-                if not stale.cancelled():
-                    stale.exception()  # retrieved, so asyncio does not log it
-        self._prepared[(session_id, request.message_id)] = database_call(turn_setup, session_id, request)
 
     def _client(self, choice: ModelChoice) -> OpenAIModelClient | DemoModelClient:
         if choice.is_demo:
@@ -259,14 +245,20 @@ class DjangoRuntime:
         for client in clients:
             await client.aclose()
 
-    async def stream(
+    def stream(
         self, request: ChatRequest, *, session_id: str, token: int | None = None
+    ) -> Coroutine[Any, Any, AgentTurn | RefusedTurn]:
+        """The turn's one entry (agents/contract.py Runtime): its setup is read from now on, so that it
+        reaches the database thread together with the write of the message that starts the turn (one
+        hand-over instead of two before the first words of the answer); awaiting the result opens it."""
+        setup = database_call(turn_setup, session_id, request)
+        setup.add_done_callback(_retrieve)  # a turn cancelled before it opened never awaits it
+        return self._open(setup, request, session_id, token)
+
+    async def _open(
+        self, reading: asyncio.Future[TurnSetup], request: ChatRequest, session_id: str, token: int | None
     ) -> AgentTurn | RefusedTurn:
-        prepared = self._prepared.pop((session_id, request.message_id), None)
-        if prepared is not None:
-            setup = await prepared
-        else:
-            setup = await database_sync_to_async(turn_setup)(session_id, request)
+        setup = await reading
         if setup.refusal is not None:
             return RefusedTurn(setup.refusal)
         if setup.undiscovered_tools:
@@ -298,6 +290,12 @@ class DjangoRuntime:
             ),
             budget=DailyBudget(setup.user_id) if settings.AGENTSITE_USER_DAILY_TOKENS else None,
         )
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a setup read's exception as retrieved (asyncio logs one nobody asked for)."""
+    if not future.cancelled():
+        future.exception()
 
 
 class DailyBudget:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
 
 from agents.contract import TurnStream
@@ -19,6 +20,8 @@ logger = logging.getLogger("chat.live.controller")
 class ActiveTurn:
     item: PendingItem
     task: asyncio.Task[None] | None = None
+    # What Runtime.stream returned when the turn started, until the turn opens it (inside its lease).
+    opening: TurnStream | Awaitable[TurnStream] | None = None
     stream: TurnStream | None = None
     steered: list[PendingItem] = field(default_factory=list)  # handed to the turn, in steer order
     unconsumed: int = 0  # how many of them the turn had not consumed when it ended
@@ -34,6 +37,13 @@ class ActiveTurn:
         self.cancellable = False
         self.task.cancel()
         return True
+
+    def discard_opening(self) -> None:
+        """The turn ends without having opened its stream: a coroutine that would open it is closed
+        (never awaited, it would be reported as such)."""
+        opening, self.opening = self.opening, None
+        if isinstance(opening, Coroutine):
+            opening.close()
 
     def consumed_and_restored(self) -> tuple[list[PendingItem], list[PendingItem]]:
         """The steered messages the turn consumed (consumption is FIFO: the first ones), and those it never

@@ -388,18 +388,23 @@ class SessionController:
             await self._set_paused(False)
 
     async def _start(self, item: PendingItem, slot: Slot, *, unpause: bool, new: bool = False) -> None:
-        """Make `item` the active turn (lock held); its task starts streaming once it gets a lease."""
-        prepare = getattr(self._runtime, "prepare", None)
-        if prepare is not None:
-            prepare(item.request, session_id=self.session_id)
+        """Make `item` the active turn (lock held); its task starts streaming once it gets a lease.
+
+        The runtime is entered here, once: the I/O of opening the turn runs alongside the write below."""
+        turn = ActiveTurn(
+            item,
+            slot=slot,
+            opening=self._runtime.stream(item.request, session_id=self.session_id, token=self.token),
+        )
         try:
             await self._save(item, MessageStatus.RUNNING, new=new)
         except BaseException:
+            turn.discard_opening()
             slot.release()
             raise
         if unpause and self.paused:
             await self._set_paused(False)
-        turn = self._turn = ActiveTurn(item, slot=slot)
+        self._turn = turn
         turn.task = asyncio.create_task(
             self._run_turn(turn), name=f"turn:{self.session_id}:{item.request.message_id}"
         )
@@ -459,9 +464,10 @@ class SessionController:
         """Inside a lease: open the stream, apply deferred steers, forward its events, get its result."""
         item = turn.item
         async with self._lease():
-            opened = self._runtime.stream(item.request, session_id=self.session_id, token=self.token)
+            opened, turn.opening = turn.opening, None
             # A runtime may need I/O (history, settings) before the turn exists: it can return an awaitable.
             stream = await opened if inspect.isawaitable(opened) else opened
+            assert stream is not None
             try:
                 async with self._lock:
                     turn.stream = stream
@@ -527,6 +533,7 @@ class SessionController:
             self._emit(event)
         turn, self._turn = self._turn, None
         if turn is not None:
+            turn.discard_opening()
             turn.slot.release()
             if self.on_turn_change is not None:
                 self.on_turn_change(-1)

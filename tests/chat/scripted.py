@@ -143,12 +143,12 @@ class ScriptedRuntime:
     def stream(
         self, request: ChatRequest, *, session_id: str, token: int | None = None
     ) -> ScriptedStream | Coroutine[Any, Any, ScriptedStream]:
-        if self.open_async:
-            return self._open_later(request, session_id)
-        return self._open(request, session_id)
+        # Called when the turn starts; the stream is made when the turn opens it, inside its lease.
+        return self._open_later(request, session_id)
 
     async def _open_later(self, request: ChatRequest, session_id: str) -> ScriptedStream:
-        await asyncio.sleep(0)
+        if self.open_async:
+            await asyncio.sleep(0)
         return self._open(request, session_id)
 
     def _open(self, request: ChatRequest, session_id: str) -> ScriptedStream:

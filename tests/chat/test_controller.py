@@ -4,6 +4,7 @@ stream."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -806,3 +807,56 @@ async def test_a_duplicate_refused_here_does_not_keep_the_stored_message_from_it
         await controller.submit(request("M"))
     await controller.adopt([request("M")])
     assert controller.active_request is not None and controller.active_request.message_id == "M"
+
+
+class EnteredOnce:
+    """A runtime that notes in the store's log when it is entered and when its stream is opened."""
+
+    def __init__(self, log: list[tuple[str, ...]]) -> None:
+        self.log = log
+        self.openings: list[Any] = []
+        self.inner = ScriptedRuntime(auto_release=True)
+        self.inner.gate.clear()
+
+    def stream(self, request: ChatRequest, *, session_id: str, token: int | None = None) -> Any:
+        self.log.append(("entered", request.message_id))
+
+        async def opening() -> Any:
+            self.log.append(("opened", request.message_id))
+            return await self.inner.stream(request, session_id=session_id, token=token)
+
+        self.openings.append(opening())
+        return self.openings[-1]
+
+
+async def test_a_turn_enters_the_runtime_once_before_its_message_is_stored_and_opens_inside_its_lease() -> (
+    None
+):
+    """The runtime's one entry (agents/contract.py Runtime.stream) is called as the turn starts, so that
+    its I/O runs alongside the write of the message; the stream is opened once the turn has its lease."""
+    store = RecordingStore()
+    runtime = EnteredOnce(store.log)
+    controller = SessionController("one", runtime=runtime, lease=runtime.inner.lease, store=store)
+    await controller.submit(request("A"))
+    assert store.log[:2] == [("entered", "A"), ("store", "A", "running")]
+    assert ("opened", "A") not in store.log  # the lease is held
+    runtime.inner.gate.set()
+    task = controller.active_task
+    assert task is not None
+    await task
+    assert [entry for entry in store.log if entry[0] in {"entered", "opened"}] == [
+        ("entered", "A"),
+        ("opened", "A"),
+    ]
+    await controller.close()
+
+
+async def test_a_turn_cancelled_before_its_lease_closes_what_it_never_opened() -> None:
+    store = RecordingStore()
+    runtime = EnteredOnce(store.log)
+    controller = SessionController("one", runtime=runtime, lease=runtime.inner.lease, store=store)
+    await controller.submit(request("A"))
+    await controller.cancel()
+    assert [inspect.getcoroutinestate(opening) for opening in runtime.openings] == [inspect.CORO_CLOSED]
+    assert ("opened", "A") not in store.log and store.statuses["A"] == "cancelled"
+    await controller.close()

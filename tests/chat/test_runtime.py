@@ -1,8 +1,10 @@
-"""chat.runtime.DjangoRuntime: a turn's setup read alongside the write of its message (prepare)."""
+"""chat.runtime.DjangoRuntime: a turn's setup read from its one entry (stream), alongside the write of its
+message."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -37,38 +39,41 @@ def session_id(db: Any) -> str:
     return factories.session(factories.user("alice")).id
 
 
-async def test_a_prepared_setup_is_read_once_and_used_by_the_turn(reads, session_id) -> None:
+async def test_a_turns_setup_is_read_from_its_one_entry_and_used_when_it_opens(reads, session_id) -> None:
+    """The runtime is entered once per turn (agents/contract.py Runtime.stream): the setup is read from then
+    on, alongside the write of the message, and awaiting what it returned opens the turn with it."""
     runtime = DjangoRuntime()
     request = ChatRequest(message_id="m1", content="hello")
-    runtime.prepare(request, session_id=session_id)
-    turn = await runtime.stream(request, session_id=session_id)
+    opening = runtime.stream(request, session_id=session_id)
+    async with asyncio.timeout(5):
+        while reads != ["m1"]:  # read before anyone awaits the opening
+            await asyncio.sleep(0.01)
+    turn = await opening
     assert isinstance(turn, AgentTurn) and turn.request is request
     assert reads == ["m1"]
-    again = await runtime.stream(ChatRequest(message_id="m2", content="no prepare"), session_id=session_id)
-    assert isinstance(again, AgentTurn) and reads == ["m1", "m2"]
-    assert runtime._prepared == {}
+    assert not hasattr(runtime, "prepare")
 
 
-async def test_a_failed_prepared_read_fails_the_turn_that_uses_it(reads, session_id) -> None:
+async def test_a_failed_setup_read_fails_the_turn_that_opens(reads, session_id) -> None:
     runtime = DjangoRuntime()
-    request = ChatRequest(message_id="m1", content="boom")
-    runtime.prepare(request, session_id=session_id)
+    opening = runtime.stream(ChatRequest(message_id="m1", content="boom"), session_id=session_id)
     with pytest.raises(RuntimeError, match="went away"):
-        await runtime.stream(request, session_id=session_id)
+        await opening
 
 
-async def test_setups_of_turns_that_never_started_are_dropped(reads, session_id, monkeypatch) -> None:
-    monkeypatch.setattr(runtime_module, "PREPARED_KEPT", 3)
+async def test_a_turn_that_never_opens_leaves_nothing_behind(reads, session_id, caplog) -> None:
+    """Cancelled before its lease, a turn closes its opening (chat/live/active.py discard_opening): the
+    setup read, failed or not, is neither kept nor logged as an exception nobody retrieved."""
     runtime = DjangoRuntime()
     for n in range(3):
-        runtime.prepare(
+        opening = runtime.stream(
             ChatRequest(message_id=f"gone{n}", content="boom" if n == 0 else "x"), session_id=session_id
         )
-    await _settled(runtime)  # read (one failed), never taken by a turn
-    runtime.prepare(ChatRequest(message_id="live", content="x"), session_id=session_id)
-    assert list(runtime._prepared) == [(session_id, "live")]
-    await runtime.stream(ChatRequest(message_id="live", content="x"), session_id=session_id)
-
-
-async def _settled(runtime: DjangoRuntime) -> None:
-    await asyncio.gather(*runtime._prepared.values(), return_exceptions=True)
+        opening.close()
+    async with asyncio.timeout(5):
+        while len(reads) < 3:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    gc.collect()
+    assert "never retrieved" not in caplog.text
+    assert vars(runtime).keys() == {"_clients"}  # no table of setups waiting for their turn
