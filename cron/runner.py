@@ -21,6 +21,7 @@ from agents.contract import InputError
 from agentsite.db import database_sync_to_async
 from chat.live import Signal, SubscriberQueue, live_sessions
 from chat.live.commands import Cancel, Remove, Steer
+from chat.live.outcomes import final_answer
 from chat.models import Session
 from chat.services import message_submit
 from cron import inbox, services
@@ -147,7 +148,7 @@ async def _deliver_text(context: RunContext) -> Outcome:
     )
     await live_sessions().announce(
         context.session_id,
-        {"type": "final_answer", "message_id": message.message_id, "content": text, "is_final": True},
+        final_answer(message.message_id, text),
     )
     return Outcome("success", response=text)
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from agents.contract import TurnResult
 from chat.live.queue import QueueStore
+from chat.markdown import render_markdown
 
 logger = logging.getLogger("chat.live.controller")
 
@@ -36,16 +37,24 @@ def result_error(outcome: TurnOutcome, result: TurnResult | None) -> dict[str, s
     return result.error or dict(INTERNAL_ERROR)
 
 
+def final_answer(message_id: str, content: str) -> dict[str, Any]:
+    """The `final_answer` event of a message: its text, and the text's Markdown rendered and sanitised
+    server-side (`html`, chat/markdown.py). Rendered here, once per answer, when its final text is known:
+    never on the path every event is published through."""
+    return {
+        "type": "final_answer",
+        "message_id": message_id,
+        "content": content,
+        "is_final": True,
+        "html": render_markdown(content),
+    }
+
+
 def result_events(message_id: str, outcome: TurnOutcome, result: TurnResult | None) -> list[dict[str, Any]]:
     if outcome == "cancelled" or result is None:
         return [{"type": "result", "message_id": message_id, "data": {"status": "cancelled"}}]
     if outcome == "completed":
-        final = {
-            "type": "final_answer",
-            "message_id": message_id,
-            "content": result.final_content,
-            "is_final": True,
-        }
+        final = final_answer(message_id, result.final_content)
         data: dict[str, Any] = {
             "status": "completed",
             "final_content": result.final_content,

@@ -33,7 +33,6 @@ from chat.live.events import SEQ_BLOCK, UNAVAILABLE, EventLog, SubscriberQueue
 from chat.live.registry import LiveRegistry
 from chat.live.slots import FREE, Slot, TurnSlots
 from chat.live.sockets import Sockets
-from chat.markdown import render_markdown
 from chat.models import Message, Session
 from chat.statuses import MessageStatus
 from chat.store import DjangoQueueStore, Fenced, load_state
@@ -92,19 +91,6 @@ class Attachment:
         if self.since is None or self.backlog is None:
             return self.last_seq
         return max(self.since, self.backlog[-1]["seq"]) if self.backlog else self.since
-
-
-def with_html(
-    publish: Callable[[dict[str, Any]], dict[str, Any]],
-) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Final answers also carry their Markdown rendered and sanitised server-side (`html`)."""
-
-    def publish_with_html(event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("type") == "final_answer" and isinstance(event.get("content"), str):
-            event["html"] = render_markdown(event["content"])
-        return publish(event)
-
-    return publish_with_html
 
 
 class LiveSessions(ABC):
@@ -346,7 +332,7 @@ class LiveSessions(ABC):
             runtime=self.registry.runtime,
             lease=self.registry.lease,
             store=store,
-            publish=with_html(log.publish),
+            publish=log.publish,
             pending=state.pending,
             paused=state.paused,
             next_order=state.next_order,

@@ -14,6 +14,7 @@ import pytest
 from agents.contract import ChatRequest, InputError
 from chat.live.controller import SessionController
 from chat.live.queue import PendingItem
+from chat.markdown import render_markdown
 from tests.chat.scripted import RecordingStore, ScriptedRuntime, StorageDown, drain, next_event, request
 
 MakeController = Callable[..., SessionController]
@@ -109,7 +110,13 @@ async def test_completed_turn_publishes_its_events_with_message_id_then_final_an
             "arguments": {},
             "message_id": "A",
         },
-        {"type": "final_answer", "message_id": "A", "content": "re: hello", "is_final": True},
+        {
+            "type": "final_answer",
+            "message_id": "A",
+            "content": "re: hello",
+            "is_final": True,
+            "html": render_markdown("re: hello"),
+        },
         {
             "type": "result",
             "message_id": "A",
@@ -860,3 +867,21 @@ async def test_a_turn_cancelled_before_its_lease_closes_what_it_never_opened() -
     assert [inspect.getcoroutinestate(opening) for opening in runtime.openings] == [inspect.CORO_CLOSED]
     assert ("opened", "A") not in store.log and store.statuses["A"] == "cancelled"
     await controller.close()
+
+
+async def test_a_final_answer_carries_its_markdown_as_html_rendered_when_the_turn_ends(
+    make: MakeController, runtime: ScriptedRuntime
+) -> None:
+    """The html is rendered once, with the final text (chat/live/outcomes.py final_answer), not by a
+    wrapper every published event goes through: the controller's own events carry it."""
+    published: list[dict[str, Any]] = []
+    controller = make(publish=lambda event: published.append(event) or event)
+    await controller.submit(request("A", "**bold** <script>x</script>"))
+    (await runtime.stream_at(0)).release()
+    task = controller.active_task
+    assert task is not None
+    await task
+    (final,) = [event for event in published if event["type"] == "final_answer"]
+    assert final["html"] == render_markdown(final["content"]) and "<strong>" in final["html"]
+    assert "<script>" not in final["html"]
+    assert all("html" not in event for event in published if event["type"] != "final_answer")

@@ -313,6 +313,8 @@ async def test_a_text_job_adds_an_assistant_message_that_watchers_see(api, alice
     await runner.wait_runs()
 
     assert event["content"] == "Stand-up in 5 minutes" and event["seq"] > 0
+    # rendered as a turn's answer is (chat/live/outcomes.py final_answer)
+    assert event["html"].strip() == "<p>Stand-up in 5 minutes</p>"
     messages = (await call(client, "get", "/api/v1/chat/sessions/console:memo-sess/messages")).json()[
         "results"
     ]
