@@ -28,11 +28,12 @@ from agentsite.query import query_flag
 from audit.limits import limit_hit_record
 from chat.exceptions import TooManySockets
 from chat.inputs import ConfirmationReplyInput, MessageInput, parse, parse_message, parse_since
-from chat.live import UNAVAILABLE, Signal, SubscriberQueue, live_sessions
+from chat.live import live_sessions
 from chat.live.bridge import call_from_sync
 from chat.live.commands import Cancel, Command, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
 from chat.live.slots import Slot
+from chat.live.subscriber import Subscriber
 from chat.models import Message, Session
 from chat.serializers import (
     SERVER_SENT_EVENT,
@@ -390,51 +391,31 @@ def _sse_frame(event: dict[str, Any]) -> str:
     return f"{head}event: {event['type']}\ndata: {data}\n\n"
 
 
-def _closed_error(session_id: str) -> dict[str, Any]:
-    return {"type": "error", "data": {"code": "closed", "message": f"Session {session_id} is closed"}}
+def _error(code: str, message: str) -> str:
+    return _sse_frame({"type": "error", "data": {"code": code, "message": message}})
 
 
-class _Stream:
-    """An SSE stream as the account watch sees it (accounts/credentials.py)."""
-
-    __slots__ = ("queue", "reason")
-
-    def __init__(self, queue: SubscriberQueue) -> None:
-        self.queue = queue
-        self.reason = ""
-
-    def account_ended(self, reason: str) -> None:
-        self.reason = reason
-        self.queue.put_nowait(Signal.ACCOUNT_ENDED)
+# How a stream ends, as the socket would be closed: 1012 (reconnect with Last-Event-ID), 4410, 4401.
+_UNAVAILABLE_MESSAGE = "The session cannot go on in this server process now; reconnect to resume."
+SSE_SLICE = 64  # events taken in one wake-up, sent as one chunk
 
 
 async def _sse(session_id: str, since: int | None, credential: Credential) -> AsyncIterator[str]:
     live = live_sessions()
-    attachment = await live.attach(session_id, since)
-    snapshot, last_seq = attachment.snapshot, attachment.last_seq
-    sent = attachment.position
-    stream = _Stream(attachment.queue)
-    live.accounts.add(stream, credential)
+    subscriber = await Subscriber.attach(live, session_id, since)
+    live.accounts.add(subscriber, credential)
     try:
-        yield _sse_frame(
-            {"type": "connected", "session_id": session_id, "snapshot": snapshot, "last_seq": last_seq}
-        )
-        if attachment.backlog is None:
-            yield _sse_frame({"type": "resync", "snapshot": snapshot, "last_seq": last_seq})
-        else:
-            for past in attachment.backlog:
-                yield _sse_frame(past)
+        yield "".join(_sse_frame(event) for event in subscriber.opening())
         idle = 0.0
         while True:
-            try:
-                event = await asyncio.wait_for(attachment.queue.get(), SSE_CLOSED_CHECK_SECONDS)
-            except TimeoutError:
+            taken = await subscriber.take_within(SSE_CLOSED_CHECK_SECONDS, _sse_frame, SSE_SLICE)
+            if taken is None:
                 try:
                     closed = await live.is_closed(session_id)
                 except (OperationalError, InterfaceError):
                     closed = False  # the database is away: the live state (or its failure) says more
                 if closed:  # deleted: end the stream as the socket is closed (4410)
-                    yield _sse_frame(_closed_error(session_id))
+                    yield _error("closed", f"Session {session_id} is closed")
                     return
                 idle += SSE_CLOSED_CHECK_SECONDS
                 if idle >= SSE_KEEPALIVE_SECONDS:
@@ -442,24 +423,17 @@ async def _sse(session_id: str, since: int | None, credential: Credential) -> As
                     yield ": keep-alive\n\n"
                 continue
             idle = 0.0
-            if event is Signal.ACCOUNT_ENDED:  # as a socket is closed with 4401
-                yield _sse_frame(
-                    {"type": "error", "data": {"code": "unauthorized", "message": stream.reason}}
+            texts, end = taken
+            if texts:
+                yield "".join(texts)
+            if end == "unauthorized":
+                yield _error("unauthorized", subscriber.reason)
+                return
+            if end is not None:
+                yield _error(
+                    end, _UNAVAILABLE_MESSAGE if end == "unavailable" else f"Session {session_id} is closed"
                 )
                 return
-            if event is UNAVAILABLE:  # as a socket is closed with 1012: reconnect with Last-Event-ID
-                message = "The session cannot go on in this server process now; reconnect to resume."
-                yield _sse_frame({"type": "error", "data": {"code": "unavailable", "message": message}})
-                return
-            if event is Signal.CLOSED:  # not put in an SSE stream's queue today; as a socket's (4410)
-                yield _sse_frame(_closed_error(session_id))
-                return
-            seq = event.get("seq")
-            if seq is not None:
-                if seq <= sent:
-                    continue  # already in the snapshot or the replay
-                sent = seq
-            yield _sse_frame(event)
     finally:
-        live.accounts.discard(stream)
-        await live.detach(attachment)
+        live.accounts.discard(subscriber)
+        await subscriber.detach()

@@ -25,18 +25,11 @@ from agentsite.websocket import SocketConsumer
 from audit.limits import alimit_hit_record
 from chat import inputs
 from chat.exceptions import TooManySockets
-from chat.live import (
-    UNAVAILABLE,
-    Attachment,
-    LiveSessions,
-    Signal,
-    SubscriberQueue,
-    Unavailable,
-    live_sessions,
-)
+from chat.live import LiveSessions, Unavailable, live_sessions
 from chat.live.commands import Cancel, ConfirmationReply, Remove, Steer
 from chat.live.events import encode_event
 from chat.live.slots import Slot
+from chat.live.subscriber import End, Subscriber
 from chat.serializers import SessionCreateSerializer
 from chat.services import message_submit, session_get_open_for_user, session_get_or_create_open
 from security.ratelimit import FRAMES_REASON, frame_allowed, scope_address
@@ -74,11 +67,9 @@ class ChatConsumer(SocketConsumer):
     """
 
     session_id: str
-    queue: SubscriberQueue | None = None
-    attachment: Attachment | None = None
+    subscriber: Subscriber | None = None  # its events (chat/live/subscriber.py), once attached
+    listening = False  # it takes frames: attached, and its account has not ended
     sender: asyncio.Task[None] | None = None
-    sent_seq: int = 0
-    ended: str = ""  # why its credential ended (accounts/credentials.py)
     slot: Slot | None = None  # one of its user's AGENTSITE_USER_MAX_SOCKETS, while it is open
 
     async def connect(self) -> None:
@@ -124,34 +115,19 @@ class ChatConsumer(SocketConsumer):
             await self._refuse(code, exc.message, close_code, fields=exc.fields)
             return
         try:
-            attachment = await live.attach(self.session_id, since)
+            subscriber = await Subscriber.attach(live, self.session_id, since)
         except Unavailable:
             await self._refuse(
                 "unavailable", "The session is changing server process; reconnect.", CLOSE_TRY_AGAIN
             )
             return
-        self.attachment = attachment
-        self.queue = attachment.queue
+        self.subscriber = subscriber
+        self.listening = True
         live.register(self.session_id, self)
         live.accounts.add(self, self.scope["credential"])
-        connected = {
-            "type": "connected",
-            "session_id": self.session_id,
-            "snapshot": attachment.snapshot,
-            "last_seq": attachment.last_seq,
-        }
-        await self.send_text(encode_event(connected))
-        self.sent_seq = attachment.position
-        if attachment.backlog is None:
-            await self.send_text(
-                encode_event(
-                    {"type": "resync", "snapshot": attachment.snapshot, "last_seq": attachment.last_seq}
-                )
-            )
-        else:
-            for event in attachment.backlog:
-                await self.send_text(encode_event(event))
-        self.sender = asyncio.get_running_loop().create_task(self._send_events(attachment.queue))
+        for event in subscriber.opening():
+            await self.send_text(encode_event(event))
+        self.sender = asyncio.get_running_loop().create_task(self._send_events(subscriber))
 
     async def _too_many_sockets(self) -> None:
         refusal = TooManySockets(settings.AGENTSITE_USER_MAX_SOCKETS)
@@ -167,16 +143,15 @@ class ChatConsumer(SocketConsumer):
 
     def session_closed(self) -> None:
         """The session was deleted (on any process): the socket is told so and closed."""
-        if self.queue is not None:
-            self.queue.put_nowait(Signal.CLOSED)
+        if self.subscriber is not None:
+            self.subscriber.session_closed()
 
     def account_ended(self, reason: str) -> None:
         """What the socket authenticated with ended (a deactivated user, a revoked or expired key, a
         logout): it is told so and closed with 4401; frames it sends from now on are ignored."""
-        if self.queue is not None:
-            self.ended = reason
-            self.queue.put_nowait(Signal.ACCOUNT_ENDED)
-            self.queue = None
+        if self.listening and self.subscriber is not None:
+            self.listening = False
+            self.subscriber.account_ended(reason)
 
     @functools.cached_property
     def _query_params(self) -> dict[str, list[str]]:
@@ -213,35 +188,25 @@ class ChatConsumer(SocketConsumer):
             self.slot.release()
             self.slot = None
 
-    async def _send_events(self, queue: SubscriberQueue) -> None:
+    async def _send_events(self, subscriber: Subscriber) -> None:
         while True:
-            # Take everything that is waiting in one wake-up: a streaming turn publishes bursts, and each
-            # slice of a burst goes to the socket in one write (agentsite/internals.py, trick 7).
-            batch = [await queue.get()]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            texts: list[str] = []
-            for sent, event in enumerate(batch, 1):
-                if event is UNAVAILABLE or event is Signal.CLOSED or event is Signal.ACCOUNT_ENDED:
-                    await self.send_texts(texts)  # what was queued before it goes first
-                    if event is UNAVAILABLE:
-                        await self._refuse("unavailable", UNAVAILABLE_MESSAGE, CLOSE_TRY_AGAIN)
-                    elif event is Signal.CLOSED:
-                        await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
-                    else:
-                        await self._refuse("unauthorized", self.ended, CLOSE_UNAUTHORIZED)
-                    return
-                seq = event.get("seq")
-                if seq is not None:
-                    if seq <= self.sent_seq:
-                        continue  # already in the snapshot or the replay
-                    self.sent_seq = seq
-                texts.append(encode_event(event))
-                if sent % SEND_SLICE == 0:
-                    await self.send_texts(texts)
-                    texts = []
-                    await asyncio.sleep(0)  # see SEND_SLICE
-            await self.send_texts(texts)
+            # Everything waiting is taken in one wake-up, a slice at a time: a streaming turn publishes
+            # bursts, and each slice goes to the socket in one write (agentsite/internals.py, trick 7).
+            texts, end = await subscriber.take(encode_event, SEND_SLICE)
+            await self.send_texts(texts)  # what was queued before the end goes first
+            if end is not None:
+                await self._end(end, subscriber)
+                return
+            if not subscriber.queue.empty():
+                await asyncio.sleep(0)  # see SEND_SLICE
+
+    async def _end(self, end: End, subscriber: Subscriber) -> None:
+        if end == "unavailable":
+            await self._refuse("unavailable", UNAVAILABLE_MESSAGE, CLOSE_TRY_AGAIN)
+        elif end == "closed":
+            await self._refuse("closed", f"Session {self.session_id} is closed", CLOSE_CLOSED)
+        else:
+            await self._refuse("unauthorized", subscriber.reason, CLOSE_UNAUTHORIZED)
 
     async def disconnect(self, code: int) -> None:
         self._give_back_slot()
@@ -251,11 +216,11 @@ class ChatConsumer(SocketConsumer):
             self.sender = None
         live = live_sessions()
         live.accounts.discard(self)
-        if self.attachment is not None:
-            await live.detach(self.attachment)
+        if self.subscriber is not None:
+            self.listening = False
+            await self.subscriber.detach()
             live.unregister(self.session_id, self)
-            self.attachment = None
-            self.queue = None
+            self.subscriber = None
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         raw = text_data if text_data is not None else (bytes_data or b"").decode("utf-8", "replace")
@@ -263,7 +228,7 @@ class ChatConsumer(SocketConsumer):
         if len(raw.encode("utf-8", "surrogatepass")) > settings.AGENTSITE_WS_MAX_FRAME_BYTES:
             await self.close(code=CLOSE_TOO_BIG)
             return
-        if self.queue is None:
+        if not self.listening:
             return  # refused at connect, or its account ended: the close is on its way
         try:
             data = jsonio.loads(raw)
