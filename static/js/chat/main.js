@@ -422,7 +422,7 @@ function connect() {
 // its text returns to the composer, and the socket reconnects (backing off). A 1009 that no frame of
 // ours explains, twice in a row, stops reconnecting and says so.
 function frameTooLarge() {
-  const messages = [...new Set([...unacked.values(), ...outbox])].filter((f) => f.type === "message");
+  const messages = [...new Set([...state.unacked.values(), ...state.outbox])].filter((f) => f.type === "message");
   const bytes = (f) => composer.frameBytes(f);
   let over = messages.filter((f) => bytes(f) > composer.limits.frame);
   if (!over.length && messages.length) over = [messages.reduce((a, b) => (bytes(a) >= bytes(b) ? a : b))];
@@ -454,7 +454,7 @@ function frameTooLarge() {
 function signOut(message) {
   state.signedOut = true;
   state.retry = -1;
-  for (const frame of new Set([...outbox, ...unacked.values()])) {
+  for (const frame of new Set([...state.outbox, ...state.unacked.values()])) {
     if (frame.type !== "message") continue;
     queue.refused(frame.message_id);
     composer.restore(frame.content);
