@@ -94,7 +94,7 @@ const confirmations = createConfirmations({
 
 const queue = createQueue({
   send: (frame) => send(frame),
-  contents: state.contents,
+  contents: state.contents, // shared: the queue adds the texts that queued events carry
   closed: () => state.closed,
   pendingFrame: (id) => state.outbox.some((f) => f.message_id === id),
 });

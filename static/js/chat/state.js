@@ -1,6 +1,7 @@
 // The chat view's mutable state, in one object: main.js creates it (createChatState) and is the only
 // module that changes it; the other chat modules get what they need of it through their host functions
-// (e.g. queue.js's `closed()`, files.js's `sessionId()`), never the object itself.
+// (e.g. queue.js's `closed()`, files.js's `sessionId()`), never the object itself. One exception, said
+// where it is handed over: queue.js is given the `contents` map and adds the texts the server sends.
 export function createChatState(root) {
   return {
     // The chat
