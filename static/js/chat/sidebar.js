@@ -63,6 +63,7 @@ function item(s) {
 function placeMenu(e) {
   const menu = e.currentTarget;
   if (menu.open) place(menu.querySelector(".menu"), menu.querySelector("summary"));
+  else delete menu.querySelector(".menu").dataset.anchorTop;
 }
 
 // An open ⋯ menu is fixed to the window beside its button, so the scrolling list never clips it: below
@@ -75,8 +76,17 @@ function place(box, anchor) {
   const room = window.innerHeight - at.bottom;
   box.style.left = Math.max(4, at.right - box.offsetWidth) + "px";
   box.style.top = (room < box.offsetHeight + 4 && at.top > box.offsetHeight ? at.top - box.offsetHeight : at.bottom) + "px";
+  box.dataset.anchorTop = String(at.top);
 }
 const closeMenus = () => list.querySelectorAll("details.item-menu[open]").forEach((d) => { d.open = false; });
+// A scroll closes the menus whose button it moved; one opened as the list scrolled to it (the open comes
+// before the scroll event, the placing after) stays.
+function closeMovedMenus() {
+  list.querySelectorAll("details.item-menu[open]").forEach((d) => {
+    const placed = d.querySelector(".menu").dataset.anchorTop;
+    if (placed !== undefined && Math.abs(d.querySelector("summary").getBoundingClientRect().top - Number(placed)) > 1) d.open = false;
+  });
+}
 
 function render(sessions, emptyText) {
   const shown = sessions.filter((s) => !doomed.has(s.session_id));
@@ -227,7 +237,7 @@ async function runSearch() {
 // The chat list is on the home and chat pages (chat/_sessions.html); its controls are wired once, here.
 function start() {
   list.replaceChildren(); // lit-html draws it from now on (the server drew the first view)
-  (list.closest(".sidebar") || list).addEventListener("scroll", closeMenus, { passive: true });
+  (list.closest(".sidebar") || list).addEventListener("scroll", closeMovedMenus, { passive: true });
   window.addEventListener("resize", closeMenus);
   // Leaving the page within the Undo time: the deletion still happens.
   window.addEventListener("pagehide", () => { for (const id of Array.from(doomed.keys())) sendDelete(id, true); });
