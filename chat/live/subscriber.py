@@ -32,7 +32,7 @@ class Subscriber:
         self.attachment = attachment
         self.queue: SubscriberQueue = attachment.queue
         self.sent_seq = attachment.position  # the client has every event through this seq
-        self.reason = ""  # why its credential ended (agentsite/credentials.py)
+        self.reason = ""  # why its credential ended (accounts/credentials.py)
 
     @classmethod
     async def attach(cls, live: LiveSessions, session_id: str, since: int | None) -> Subscriber:
