@@ -106,44 +106,38 @@ document.querySelectorAll("button.provider-test").forEach((b) => {
   });
 });
 
-// MCP servers: "Test" lists the tools the server offers (or says why it could not).
-document.querySelectorAll("button.mcp-test").forEach((b) => {
-  b.addEventListener("api:done", (e) => {
-    const out = $(b.dataset.target);
-    const r = e.detail || {};
-    out.classList.toggle("error", !r.ok);
-    out.classList.toggle("ok", !!r.ok);
-    if (!r.ok) {
-      out.textContent = "Failed: " + ((r.error && r.error.message) || "no answer");
-      return;
-    }
-    const names = (r.tools || []).map((t) => t.name);
-    out.textContent = names.length
-      ? "It answered with " + names.length + " tool" + (names.length === 1 ? "" : "s") + ": " + names.join(", ") + "."
-      : "It answered, but offers no tools.";
+// A tool server's "Test" button: its answer goes into the element the button names, as a failure or as
+// what `describe` makes of a successful answer.
+function onTestResult(selector, describe) {
+  document.querySelectorAll(selector).forEach((b) => {
+    b.addEventListener("api:done", (e) => {
+      const out = $(b.dataset.target);
+      const r = e.detail || {};
+      out.classList.toggle("error", !r.ok);
+      out.classList.toggle("ok", !!r.ok);
+      out.textContent = r.ok ? describe(r) : "Failed: " + ((r.error && r.error.message) || "no answer");
+    });
   });
+}
+
+// MCP servers: "Test" lists the tools the server offers (or says why it could not).
+onTestResult("button.mcp-test", (r) => {
+  const names = (r.tools || []).map((t) => t.name);
+  return names.length
+    ? "It answered with " + names.length + " tool" + (names.length === 1 ? "" : "s") + ": " + names.join(", ") + "."
+    : "It answered, but offers no tools.";
 });
 
 // ACP runners: "Test" starts the runner, shakes hands (ACP initialize) and says who answered.
-document.querySelectorAll("button.runner-test").forEach((b) => {
-  b.addEventListener("api:done", (e) => {
-    const out = $(b.dataset.target);
-    const r = e.detail || {};
-    out.classList.toggle("error", !r.ok);
-    out.classList.toggle("ok", !!r.ok);
-    if (!r.ok) {
-      out.textContent = "Failed: " + ((r.error && r.error.message) || "no answer");
-      return;
-    }
-    const info = r.agent_info || {};
-    const who = info.name ? (info.title || info.name) + (info.version ? " " + info.version : "") : "The runner";
-    const caps = r.capabilities || {};
-    const prompt = caps.promptCapabilities || {};
-    const can = ["image", "audio", "embeddedContext"].filter((k) => prompt[k]);
-    out.textContent = who + " answered (ACP protocol " + r.protocol_version + ")" +
-      (caps.loadSession ? ", can resume sessions" : "") +
-      (can.length ? ", accepts " + can.join(", ") : "") + ". It was stopped again.";
-  });
+onTestResult("button.runner-test", (r) => {
+  const info = r.agent_info || {};
+  const who = info.name ? (info.title || info.name) + (info.version ? " " + info.version : "") : "The runner";
+  const caps = r.capabilities || {};
+  const prompt = caps.promptCapabilities || {};
+  const can = ["image", "audio", "embeddedContext"].filter((k) => prompt[k]);
+  return who + " answered (ACP protocol " + r.protocol_version + ")" +
+    (caps.loadSession ? ", can resume sessions" : "") +
+    (can.length ? ", accepts " + can.join(", ") : "") + ". It was stopped again.";
 });
 
 // MCP server forms show the fields of the chosen transport only (hidden fields are not sent).

@@ -8,6 +8,7 @@ AGENTSITE_REQUIRE_SERVICES=1 (CI), where a missing browser is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,13 +82,21 @@ def fake_model() -> Iterator[FakeModel]:
 def portal_server(
     chromium_path: Path, fake_model: FakeModel, tmp_path_factory: Any
 ) -> Iterator[RunningServer]:
+    folder = tmp_path_factory.mktemp("browser")
+    with serve_portal(folder, fake_model, AGENTSITE_CONFIRMATION_TIMEOUT="60") as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serve_portal(folder: Path, fake_model: FakeModel, **settings: str) -> Iterator[RunningServer]:
+    """A portal server whose default model is the fake one, with these settings on top."""
     extra = {
         "OPENAI_BASE_URL": fake_model.base_url,
         "OPENAI_API_KEY": "sk-fake-browser",
         "AGENTSITE_DEFAULT_MODEL": "fake-model",
-        "AGENTSITE_CONFIRMATION_TIMEOUT": "60",
+        **settings,
     }
-    with server_env(tmp_path_factory.mktemp("browser"), **extra) as env, serve(env) as server:
+    with server_env(folder, **extra) as env, serve(env) as server:
         yield server
 
 

@@ -12,22 +12,17 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import FakeModel, log_in
+from tests.browser.conftest import FakeModel, log_in, serve_portal
 from tests.browser.test_chat_browser import new_chat, send
-from tests.support.server import RunningServer, serve, server_env
+from tests.support.server import RunningServer
 
 
 @pytest.fixture(scope="module")
 def quota_server(
     chromium_path: Path, fake_model: FakeModel, tmp_path_factory: Any
 ) -> Iterator[RunningServer]:
-    extra = {
-        "OPENAI_BASE_URL": fake_model.base_url,
-        "OPENAI_API_KEY": "sk-fake-browser",
-        "AGENTSITE_DEFAULT_MODEL": "fake-model",
-        "AGENTSITE_WORKSPACE_QUOTA_MB": "1",
-    }
-    with server_env(tmp_path_factory.mktemp("quota"), **extra) as env, serve(env) as server:
+    folder = tmp_path_factory.mktemp("quota")
+    with serve_portal(folder, fake_model, AGENTSITE_WORKSPACE_QUOTA_MB="1") as server:
         yield server
 
 
